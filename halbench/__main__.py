@@ -1,0 +1,3 @@
+from halbench.cli import main
+
+main()

@@ -1,0 +1,61 @@
+"""The one error tree of halbench.
+
+The CLI prints a :class:`HalbenchError` as one line and exits non-zero; anything else is a
+bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "HalbenchError",
+    "UserError",
+    "DriverUnavailable",
+    "DriverError",
+    "DeviceLost",
+    "OutOfDeviceMemory",
+    "WaitTimeout",
+    "CompileError",
+]
+
+
+class HalbenchError(Exception):
+    """Base of every error halbench raises on purpose."""
+
+
+class UserError(HalbenchError, ValueError):
+    """Bad input from the user or caller: a bad URI, a wrong argument, a malformed file."""
+
+
+class DriverUnavailable(HalbenchError):
+    """A driver cannot be used on this machine (its library is missing, no device, ...)."""
+
+    def __init__(self, driver: str, reason: str):
+        super().__init__(f"driver '{driver}' is unavailable: {reason}")
+        self.driver = driver
+        self.reason = reason
+
+
+class DriverError(HalbenchError):
+    """A call into a GPU API failed; carries the API's own name for the failure."""
+
+    def __init__(self, api: str, status: str, message: str):
+        super().__init__(f"{status}: {message}" if status else message)
+        self.api = api
+        self.status = status
+        self.message = message
+
+
+class DeviceLost(DriverError):
+    """The device was lost; it refuses any further work."""
+
+
+class OutOfDeviceMemory(DriverError, MemoryError):
+    """The device ran out of memory."""
+
+
+class WaitTimeout(HalbenchError, TimeoutError):
+    """A wait on the device or a semaphore did not finish within its timeout."""
+
+
+class CompileError(HalbenchError):
+    """A model or kernel could not be compiled."""
