@@ -1,0 +1,1 @@
+"""The halbench compiler: ONNX / MLIR -> halbench IR -> per-device executables -> bundle."""

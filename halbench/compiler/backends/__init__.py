@@ -1,0 +1,1 @@
+"""Tool wrappers that turn generated source into device code (glslang, NVRTC, hipRTC)."""
