@@ -50,7 +50,13 @@ def device(backend: Backend):
 @pytest.fixture
 def build(backend: Backend, device):
     """``build(kernel)`` -> an Executable of the test kernel loaded on ``device``."""
-    module = importlib.import_module(f"tests.hal.{backend.kernels}")
+    name = f"tests.hal.{backend.kernels}"
+    try:
+        module = importlib.import_module(name)
+    except ModuleNotFoundError as e:
+        if e.name != name:  # the module exists but something it imports is missing: a failure
+            raise
+        pytest.skip(f"{name} is not written yet")
     cache: dict[str, object] = {}
 
     def _build(kernel: str):
