@@ -1,0 +1,301 @@
+"""Microbenchmarks that measure the device itself: the rooflines' ceilings.
+
+Each kind runs one hand-written kernel through the HAL (no model compiler involved), in the
+same micro ABI on every API: GLSL for Vulkan (both dispatch ABIs), CUDA C for CUDA, NumPy for
+the local drivers. A prepared benchmark records its command buffer once; every sample is one
+submission, timed by device timestamps (``device_ms``) and the host clock (``host_ms``).
+
+Kinds (``kind:`` in a suite) and what they count per run:
+
+=================  ==========================================================  ============
+kind               kernel                                                      metric
+=================  ==========================================================  ============
+bandwidth-copy     dst = src, vec4 grid-stride                                 bytes r + w
+bandwidth-triad    a = b + s * c                                               bytes r + w
+fma-f32            32 independent FMA chains per thread, in registers          flops
+fma-f16            the same in half precision (needs shaderFloat16)            flops
+dot-int8           16 chains of 4-way int8 dot products (dp4a; CUDA only)      ops
+matrix-f16         cooperative matrix / WMMA f16 -> f32, operands in registers flops
+matrix-bf16        the same with bf16 operands (CUDA WMMA)                     flops
+latency-dispatch   one empty dispatch per submission                           -
+latency-replay     100 empty dispatches recorded once, replayed                dispatches
+transfer-h2d       buffer.write of ``bytes`` (host timed)                      bytes
+transfer-d2h       buffer.read of ``bytes`` (host timed)                       bytes
+=================  ==========================================================  ============
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from halbench.errors import UserError
+from halbench.hal import Device, EntryPoint, ExecutableBinary, Profile
+
+__all__ = ["KINDS", "Sample", "MicroBenchmark", "prepare_micro", "Unsupported"]
+
+KINDS = ("bandwidth-copy", "bandwidth-triad", "fma-f32", "fma-f16", "dot-int8", "matrix-f16",
+         "matrix-bf16", "latency-dispatch", "latency-replay", "transfer-h2d", "transfer-d2h")
+
+_KERNEL = {"bandwidth-copy": "copy", "bandwidth-triad": "triad", "fma-f32": "fma_f32",
+           "fma-f16": "fma_f16", "dot-int8": "dot_int8", "matrix-f16": "matrix_f16",
+           "matrix-bf16": "matrix_bf16", "latency-dispatch": "noop", "latency-replay": "noop"}
+
+_DEFAULTS: dict[str, dict[str, Any]] = {
+    "bandwidth-copy": {"bytes": 256 << 20},
+    "bandwidth-triad": {"bytes": 256 << 20},
+    "fma-f32": {"workgroups": 4096, "iters": 2048},
+    "fma-f16": {"workgroups": 4096, "iters": 2048},
+    "dot-int8": {"workgroups": 4096, "iters": 2048},
+    "matrix-f16": {"workgroups": 4096, "iters": 2048},
+    "matrix-bf16": {"workgroups": 4096, "iters": 2048},
+    "latency-dispatch": {},
+    "latency-replay": {"dispatches": 100},
+    "transfer-h2d": {"bytes": 64 << 20},
+    "transfer-d2h": {"bytes": 64 << 20},
+}
+
+
+class Unsupported(UserError):
+    """The device cannot run this microbenchmark (recorded as skipped, with the reason)."""
+
+
+@dataclass
+class Sample:
+    device_ms: float
+    host_ms: float
+    profile: Profile | None = None
+
+
+@dataclass
+class MicroBenchmark:
+    """A microbenchmark prepared on one device. ``run()`` takes one sample."""
+
+    kind: str
+    device: Device
+    params: dict[str, Any]
+    format: str = ""
+    metrics: dict[str, float] = field(default_factory=dict)
+    _run: Any = None
+    _check: Any = None
+    _buffers: list[Any] = field(default_factory=list)
+
+    def run(self) -> Sample:
+        return self._run()
+
+    def check(self) -> dict[str, Any]:
+        """Correctness of what the kernel wrote (bandwidth kinds compare exactly)."""
+        if self._check is None:
+            return {"checked": False, "passed": True}
+        return self._check()
+
+    def close(self) -> None:
+        for b in self._buffers:
+            b.free()
+        self._buffers.clear()
+
+
+def prepare_micro(kind: str, device: Device, params: dict[str, Any] | None = None) -> MicroBenchmark:
+    """Build, load and record ``kind`` on ``device``. Raises Unsupported with the reason."""
+    if kind not in KINDS:
+        raise UserError(f"unknown microbenchmark kind '{kind}'; known: {', '.join(KINDS)}")
+    p = {**_DEFAULTS[kind], **(params or {})}
+    mb = MicroBenchmark(kind, device, p)
+    if kind.startswith("transfer-"):
+        _prepare_transfer(mb)
+    else:
+        _prepare_kernel(mb)
+    return mb
+
+
+# -- kernels --------------------------------------------------------------------------------
+
+def _binary(device: Device, kernel: str, nbind: int, nconst: int, wg: int,
+            defines: dict[str, int] | None = None) -> ExecutableBinary:
+    """The micro kernel in the first format ``device`` loads."""
+    entry = EntryPoint("micro", nbind, nconst, (wg, 1, 1))
+    for fmt in device.formats:
+        if fmt.startswith("vulkan-spirv"):
+            from halbench.bench.micro.kernels_glsl import glsl_source
+            from halbench.compiler.backends.glslang import compile_glsl
+
+            abi = "bda" if fmt == "vulkan-spirv-bda-v1" else "descriptors"
+            d = dict(defines or {})
+            spirv = compile_glsl(glsl_source(kernel, abi, d), d, name=f"micro_{kernel}_{abi}")
+            return ExecutableBinary(fmt, spirv, (EntryPoint("main", nbind, nconst, (wg, 1, 1)),), "spirv1.6")
+        if fmt in ("cuda-cubin-v1", "hip-hsaco-v1"):
+            from halbench.bench.micro.kernels_cuda import cuda_source
+            from halbench.compiler.backends.nvrtc import compile_cuda
+
+            arch = device.info.identity.arch or "sm_80"
+            data = compile_cuda(cuda_source(kernel), arch=arch, output="cubin", name=f"micro_{kernel}")
+            return ExecutableBinary(fmt, data, (entry,), arch)
+        if fmt == "local-v1":
+            from halbench.bench.micro import kernels_local
+            from halbench.drivers.local.kernels import local_binary
+
+            if kernel not in kernels_local.SUPPORTED:
+                raise Unsupported(f"{kernel} has no local implementation")
+            return local_binary({"micro": (f"micro.{kernel}", {}, entry)})
+    raise Unsupported(f"{device.uri} loads none of the micro kernel formats ({', '.join(device.formats)})")
+
+
+def _features(device: Device) -> dict[str, bool]:
+    return dict(device.info.features.flags)
+
+
+def _prepare_kernel(mb: MicroBenchmark) -> None:
+    dev, kind, p = mb.device, mb.kind, mb.params
+    kernel = _KERNEL[kind]
+    local = dev.supports("local-v1") and not any(f != "local-v1" for f in dev.formats)
+    cuda = any(f.startswith(("cuda", "hip")) for f in dev.formats)
+    consts: list[int] = []
+    check = None
+    if kind in ("bandwidth-copy", "bandwidth-triad"):
+        nbytes = int(p["bytes"]) // 16 * 16
+        n = nbytes // 16
+        nbuf = 2 if kind == "bandwidth-copy" else 3
+        bufs = [dev.allocate(nbytes) for _ in range(nbuf)]
+        rng = np.random.default_rng(0)
+        src = rng.standard_normal(n * 4, dtype=np.float32)
+        if kind == "bandwidth-copy":
+            bufs[0].write(src)
+            bufs[1].write(np.zeros(4, np.float32))
+            consts = [n]
+            mb.metrics = {"bytes": 2.0 * nbytes}
+            check = _check_eq(bufs[1], src)
+        else:
+            c = rng.standard_normal(n * 4, dtype=np.float32)
+            s = np.float32(0.5)
+            bufs[1].write(src)
+            bufs[2].write(c)
+            consts = [n, int(np.array([s], np.float32).view(np.uint32)[0])]
+            mb.metrics = {"bytes": 3.0 * nbytes}
+            check = _check_eq(bufs[0], src + s * c)
+        groups = min(math.ceil(n / 256), 65535)
+        wg, bindings, workgroups = 256, bufs, (groups, 1, 1)
+    elif kind in ("fma-f32", "fma-f16", "dot-int8"):
+        if kind == "fma-f16" and not cuda and not local and not _features(dev).get("shaderFloat16"):
+            raise Unsupported(f"{dev.uri} has no shaderFloat16")
+        if kind == "dot-int8" and not cuda:
+            raise Unsupported("int8 dot products are measured through CUDA only (glslang here has no "
+                              "GL_EXT_integer_dot_product)")
+        groups = int(p["workgroups"])
+        iters = int(p["iters"])
+        out = dev.allocate(groups * 256 * 4)
+        bufs, consts, wg, workgroups = [out], [iters], 256, (groups, 1, 1)
+        per_iter = 128 if kind == "dot-int8" else 64  # 32 lanes x FMA(2), or 16 x dp4a(8)
+        mb.metrics = {"flops": float(groups) * 256 * iters * per_iter}
+        check = _check_finite(out)
+    elif kind in ("matrix-f16", "matrix-bf16"):
+        groups, iters = int(p["workgroups"]), int(p["iters"])
+        if cuda:
+            m = n_ = k = 16
+            sub, wg, defines = 32, 128, None
+        else:
+            if kind == "matrix-bf16":
+                raise Unsupported("bf16 cooperative matrix is measured through CUDA only")
+            row = next((r for r in dev.info.features.cooperative_matrix
+                        if r.a_type in ("f16", "float16") and r.c_type in ("f32", "float32")
+                        and r.scope == "subgroup"), None)
+            if row is None or not _features(dev).get("cooperativeMatrix"):
+                raise Unsupported(f"{dev.uri} has no f16 -> f32 cooperative matrix")
+            m, n_, k = row.m, row.n, row.k
+            sub = dev.info.limits.subgroup_size or 32
+            wg = sub * 4
+            defines = {"MM": m, "NN": n_, "KK": k, "WG": wg}
+        ab = dev.allocate(2 * (m * k + k * n_) * 2)
+        ab.write(np.full((m * k + k * n_) * 2, 0x3C00 if kind == "matrix-f16" else 0x3F80, np.uint16))
+        warps = groups * wg // sub
+        out = dev.allocate(warps * m * n_ * 4)
+        bufs, consts, workgroups = [ab, out], [iters], (groups, 1, 1)
+        mb.metrics = {"flops": float(warps) * iters * 4 * 2 * m * n_ * k}
+        check = _check_finite(out)
+        mb._buffers += bufs
+        exe = dev.load_executable(_binary(dev, _KERNEL[kind], 2, 1, wg, defines)) if not cuda else \
+            dev.load_executable(_binary(dev, _KERNEL[kind], 2, 1, wg))
+        _record(mb, exe, workgroups, bufs, consts, repeats=1, check=check)
+        return
+    else:  # latency
+        buf = dev.allocate(256)
+        bufs, consts, wg, workgroups = [buf], [], 1, (1, 1, 1)
+        if kind == "latency-replay":
+            mb.metrics = {"dispatches": float(p["dispatches"])}
+    mb._buffers += bufs
+    nconst = len(consts)
+    exe = dev.load_executable(_binary(dev, kernel, len(bufs), nconst, wg))
+    repeats = int(p.get("dispatches", 1)) if kind == "latency-replay" else 1
+    _record(mb, exe, workgroups, bufs, consts, repeats, check)
+
+
+def _record(mb: MicroBenchmark, exe, workgroups, bufs, consts, repeats: int, check) -> None:
+    dev = mb.device
+    entry = next(iter(exe.entries))
+    cb = dev.command_buffer(profile=True)
+    for _ in range(repeats):
+        cb.dispatch(exe, entry, workgroups, bufs, consts)
+    cb.end()
+    mb.format = exe.format
+
+    def run() -> Sample:
+        t0 = time.perf_counter_ns()
+        sub = dev.submit(cb)
+        sub.wait(timeout_s=120)
+        host = (time.perf_counter_ns() - t0) / 1e6
+        prof = sub.profile()
+        return Sample(prof.total_ns / 1e6, host, prof)
+
+    mb._run, mb._check = run, check
+
+
+def _check_eq(buf, expected: np.ndarray):
+    def check() -> dict[str, Any]:
+        got = buf.read(np.float32, expected.shape)
+        err = float(np.max(np.abs(got - expected))) if expected.size else 0.0
+        return {"checked": True, "passed": bool(err <= 1e-6 * max(1.0, float(np.max(np.abs(expected))))),
+                "max_abs_error": err, "tolerance": 1e-6}
+    return check
+
+
+def _check_finite(buf):
+    def check() -> dict[str, Any]:
+        got = buf.read(np.float32)
+        ok = bool(np.all(np.isfinite(got)) and np.any(got != 0))
+        return {"checked": True, "passed": ok, "max_abs_error": None, "tolerance": None,
+                "note": "output finite and written"}
+    return check
+
+
+# -- transfers ------------------------------------------------------------------------------
+
+def _prepare_transfer(mb: MicroBenchmark) -> None:
+    dev, nbytes = mb.device, int(mb.params["bytes"])
+    buf = dev.allocate(nbytes)
+    mb._buffers.append(buf)
+    host = np.random.default_rng(1).integers(0, 255, nbytes, dtype=np.uint8)
+    buf.write(host)
+    mb.metrics = {"bytes": float(nbytes)}
+    mb.format = "host"
+
+    if mb.kind == "transfer-h2d":
+        def run() -> Sample:
+            t0 = time.perf_counter_ns()
+            buf.write(host)
+            ms = (time.perf_counter_ns() - t0) / 1e6
+            return Sample(ms, ms)
+    else:
+        def run() -> Sample:
+            t0 = time.perf_counter_ns()
+            buf.read(np.uint8, nbytes)
+            ms = (time.perf_counter_ns() - t0) / 1e6
+            return Sample(ms, ms)
+
+    def check() -> dict[str, Any]:
+        ok = bool(np.array_equal(buf.read(np.uint8, nbytes), host))
+        return {"checked": True, "passed": ok, "max_abs_error": 0.0 if ok else None, "tolerance": 0}
+
+    mb._run, mb._check = run, check
