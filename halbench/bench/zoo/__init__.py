@@ -1,0 +1,233 @@
+"""The model zoo: real architectures built as ONNX with seeded weights, no download.
+
+>>> from halbench.bench import zoo
+>>> model = zoo.build("mobilenetv2", batch=1)          # an onnx.ModelProto
+>>> feeds = zoo.make_inputs("mobilenetv2", batch=1)    # {"input": float32[1, 3, 224, 224]}
+>>> zoo.save("minilm-l6", "minilm.onnx", seq=128)
+
+A model is a pure function of its name, batch, sequence length, opset, seed and options, so the
+compiler's tests, the suites and the reference runs all see the same weights. Weights are drawn
+at realistic scales (He for convolutions, Xavier for linear layers, BERT's N(0, 0.02) for
+embeddings, near-identity BatchNorm and LayerNorm with non-zero shifts) so activations stay
+finite and informative through the whole network, and a dropped bias or scale shows.
+
+The model carries its input specs in its metadata (``halbench.zoo.inputs``), so
+``make_inputs(model)`` works on a loaded file too.
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import json
+import os
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+
+from halbench.bench.zoo.bert import bert_inputs, build_bert
+from halbench.bench.zoo.cnn import (
+    build_mobilenet_v2,
+    build_resnet50,
+    build_tiny_cnn,
+    build_tiny_mlp,
+    image_inputs,
+    mlp_inputs,
+)
+from halbench.bench.zoo.graph import GraphBuilder
+from halbench.bench.zoo.spec import InputSpec
+from halbench.errors import UserError
+
+__all__ = [
+    "ZooModel",
+    "InputSpec",
+    "ZOO",
+    "MIN_OPSET",
+    "resolve_name",
+    "options",
+    "input_specs",
+    "build",
+    "make_inputs",
+    "save",
+    "count_parameters",
+]
+
+#: The oldest opset the builders emit: Unsqueeze's axes as an input and Softmax on one axis
+#: arrived in opset 13. Older files can be made with onnx.version_converter.
+MIN_OPSET = 13
+
+Builder = Callable[..., None]
+
+
+@dataclass(frozen=True)
+class ZooModel:
+    name: str
+    description: str
+    family: str  # "cnn", "transformer", "mlp"
+    builder: Builder
+    inputs: Callable[..., list[InputSpec]]
+    #: Options that differ from the builder's own defaults (a tiny BERT is a small BERT).
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+    aliases: tuple[str, ...] = ()
+    #: The published parameter count of the real model (torchvision, Hugging Face), if any.
+    reference_parameters: int | None = None
+    #: Whether a build + onnxruntime run takes more than a few seconds.
+    large: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description, "family": self.family,
+                "aliases": list(self.aliases), "options": options(self.name),
+                "reference_parameters": self.reference_parameters, "large": self.large}
+
+
+ZOO: dict[str, ZooModel] = {m.name: m for m in (
+    ZooModel("mobilenetv2", "MobileNetV2 (torchvision layout): inverted residuals, expand ratio 6, "
+             "ReLU6 as Clip, 224x224, 1000 classes", "cnn", build_mobilenet_v2, image_inputs,
+             aliases=("mobilenet_v2", "mobilenet-v2"), reference_parameters=3_504_872),
+    ZooModel("resnet50", "ResNet-50 v1.5 (torchvision layout): bottlenecks [3, 4, 6, 3], stride on "
+             "the 3x3, 224x224, 1000 classes", "cnn", build_resnet50, image_inputs,
+             aliases=("resnet-50", "resnet_50"), reference_parameters=25_557_032, large=True),
+    ZooModel("minilm-l6", "MiniLM-L6-H384 BERT encoder (all-MiniLM-L6-v2's backbone): 6 layers, "
+             "hidden 384, 12 heads, intermediate 1536, vocab 30522, with pooler", "transformer",
+             build_bert, bert_inputs,
+             aliases=("minilm", "minilm-l6-h384", "all-minilm-l6-v2", "bert-minilm"),
+             reference_parameters=22_713_216, large=True),
+    ZooModel("tiny-cnn", "A tiny CNN for fast tests: strided, depthwise and pointwise convs, "
+             "a residual add, pools, Gemm; 32x32, 10 classes", "cnn", build_tiny_cnn, image_inputs),
+    ZooModel("tiny-mlp", "A tiny MLP for fast tests: Gemm, ReLU, Gemm, Softmax; 64 features",
+             "mlp", build_tiny_mlp, mlp_inputs),
+    ZooModel("tiny-bert", "A 1-layer BERT encoder for fast tests: hidden 64, 4 heads, "
+             "intermediate 128, vocab 1000, with pooler", "transformer", build_bert, bert_inputs,
+             defaults={"vocab_size": 1000, "hidden": 64, "layers": 1, "heads": 4, "intermediate": 128}),
+)}
+
+
+def _key(name: str) -> str:
+    return "".join(ch for ch in name.lower() if ch.isalnum())
+
+
+_BY_KEY = {_key(alias): m.name for m in ZOO.values() for alias in (m.name, *m.aliases)}
+
+
+def resolve_name(name: str) -> str:
+    """The zoo's canonical name for ``name`` (case, dashes and underscores ignored)."""
+    canonical = _BY_KEY.get(_key(name))
+    if canonical is None:
+        known = sorted({*ZOO, *(a for m in ZOO.values() for a in m.aliases)})
+        close = difflib.get_close_matches(name.lower(), known, n=3, cutoff=0.5)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise UserError(f"unknown zoo model {name!r}{hint} (known: {', '.join(ZOO)})")
+    return canonical
+
+
+def options(name: str, **opts: Any) -> dict[str, Any]:
+    """Every option of a zoo model with its value: the builder's defaults, the zoo entry's, then
+    ``opts``. An option the model does not take is a UserError naming the ones it does."""
+    entry = ZOO[resolve_name(name)]
+    params = inspect.signature(entry.builder).parameters
+    resolved = {k: p.default for k, p in params.items() if p.kind is inspect.Parameter.KEYWORD_ONLY}
+    unknown = sorted(set(opts) - set(resolved))
+    if unknown:
+        raise UserError(f"zoo model {entry.name!r} takes no option {', '.join(unknown)}; "
+                        f"its options: {', '.join(sorted(resolved))}")
+    return {**resolved, **entry.defaults, **opts}
+
+
+def input_specs(name: str, batch: int = 1, seq: int = 128, **opts: Any) -> list[InputSpec]:
+    """The inputs of a zoo model, in graph order, with how to generate valid data for each."""
+    entry = ZOO[resolve_name(name)]
+    _check_sizes(batch, seq)
+    return entry.inputs(batch, seq, **options(name, **opts))
+
+
+def build(name: str, batch: int = 1, seq: int = 128, opset: int = 17, seed: int = 0,
+          **opts: Any) -> onnx.ModelProto:
+    """Build a zoo model as a checked ``onnx.ModelProto`` with static shapes.
+
+    Parameters
+    ----------
+    name
+        A zoo name or alias (``mobilenetv2``, ``resnet50``, ``minilm-l6``, ``tiny-bert``, ...).
+    batch, seq
+        Batch size; sequence length (transformers only).
+    opset
+        ONNX opset to emit, ``MIN_OPSET`` or later.
+    seed
+        Seed of the weights: the same seed gives the same model, byte for byte.
+    opts
+        Model options, see ``options(name)``: ``width_mult``, ``num_classes``, ``resolution``,
+        ``fold_bn`` (CNNs); ``vocab_size``, ``layers``, ``hidden``, ``heads``, ``intermediate``,
+        ``layer_norm="fused"|"decomposed"``, ``pooler`` (BERT).
+    """
+    entry = ZOO[resolve_name(name)]
+    if opset < MIN_OPSET or opset > onnx.defs.onnx_opset_version():
+        raise UserError(f"opset {opset} is outside what the zoo emits "
+                        f"({MIN_OPSET} to {onnx.defs.onnx_opset_version()})")
+    resolved = options(entry.name, **opts)
+    specs = input_specs(entry.name, batch, seq, **opts)
+    g = GraphBuilder(entry.name.replace("-", "_"), opset, seed)
+    entry.builder(g, specs, batch, seq, **resolved)
+    metadata = {
+        "halbench.zoo.name": entry.name,
+        "halbench.zoo.seed": str(seed),
+        "halbench.zoo.options": json.dumps({"batch": batch, "seq": seq, **resolved}, sort_keys=True),
+        "halbench.zoo.inputs": json.dumps([s.to_dict() for s in specs]),
+    }
+    return g.finish(entry.description, metadata)
+
+
+def make_inputs(model: str | onnx.ModelProto, batch: int = 1, seed: int = 0, seq: int = 128,
+                **opts: Any) -> dict[str, np.ndarray]:
+    """Valid, seeded, non-trivial inputs for a zoo model: by name (with the same ``batch``,
+    ``seq`` and options as its ``build``), or from a built or loaded model's metadata."""
+    if isinstance(model, onnx.ModelProto):
+        props = {p.key: p.value for p in model.metadata_props}
+        if "halbench.zoo.inputs" not in props:
+            raise UserError(f"model {model.graph.name!r} was not built by the zoo: it has no input specs")
+        specs = [InputSpec.from_dict(d) for d in json.loads(props["halbench.zoo.inputs"])]
+    else:
+        specs = input_specs(model, batch, seq, **opts)
+    rng = np.random.default_rng(seed)
+    return {s.name: s.generate(rng) for s in specs}
+
+
+def save(name: str, path: str | os.PathLike[str], **kwargs: Any) -> Path:
+    """Build a zoo model (``kwargs`` as for :func:`build`) and write it to ``path`` atomically."""
+    model = build(name, **kwargs)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # Write beside the target and rename, so a crash never leaves a truncated model behind.
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(model.SerializeToString())
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return path
+
+
+def count_parameters(model: onnx.ModelProto) -> int:
+    """Trainable parameters, counted as PyTorch counts them: floating-point initializers of
+    more than one element (scalars are structural constants), without BatchNorm's running
+    statistics (buffers, not parameters)."""
+    buffers = {n.input[i] for n in model.graph.node if n.op_type == "BatchNormalization" for i in (3, 4)}
+    total = 0
+    for t in model.graph.initializer:
+        if t.data_type not in (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16):
+            continue
+        size = int(np.prod(t.dims)) if t.dims else 1
+        if size > 1 and t.name not in buffers and not t.name.startswith("const_"):
+            total += size
+    return total
+
+
+def _check_sizes(batch: int, seq: int) -> None:
+    if batch < 1 or seq < 1:
+        raise UserError(f"batch and sequence length must be at least 1 (got batch={batch}, seq={seq})")
