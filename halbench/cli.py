@@ -51,3 +51,35 @@ def list_drivers(fmt: str) -> None:
             else f"unavailable: {s.reason}"
         click.echo(f"{s.name:<{width}}  {s.description}")
         click.echo(f"{'':<{width}}  {state}")
+
+
+@main.command("run-suite")
+@click.argument("suite")
+@click.option("-o", "--output", default="results.json", show_default=True,
+              help="Results file (JSON, written atomically; rewritten after every benchmark).")
+@click.option("--device", "devices", multiple=True,
+              help="Device pattern to run on instead of the suite's (repeatable): vulkan://*, cuda://0, *.")
+@click.option("--only", multiple=True, help="Run only benchmarks whose name matches (glob, repeatable).")
+@click.option("--report", "report_path", default=None, help="Also write an HTML report here.")
+@click.option("--no-progress", is_flag=True, help="No progress bar.")
+def run_suite_cmd(suite: str, output: str, devices: tuple[str, ...], only: tuple[str, ...],
+                  report_path: str | None, no_progress: bool) -> None:
+    """Run a benchmark SUITE (a YAML file, or a shipped suite name: smoke, models, device-peaks)."""
+    from halbench.bench.runner import run_suite
+    from halbench.bench.suite import load_suite
+
+    s = load_suite(suite)
+    results = run_suite(s, output, devices=list(devices) or None, only=list(only) or None,
+                        progress=not no_progress, command_line=["halbench", *sys.argv[1:]])
+    counts: dict[str, int] = {}
+    for b in results["benchmarks"]:
+        counts[b["status"]] = counts.get(b["status"], 0) + 1
+    summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+    click.echo(f"{s.name}: {len(results['benchmarks'])} benchmark runs ({summary}) -> {output}")
+    for w in results["warnings"]:
+        click.echo(f"warning: {w}", err=True)
+    if report_path:
+        from halbench.reports.report import write_report
+
+        write_report([output], report_path)
+        click.echo(f"report -> {report_path}")

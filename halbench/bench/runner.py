@@ -1,0 +1,304 @@
+"""The suite runner: per (benchmark, device) prepare, check, warm up, sample, record.
+
+A failure of one benchmark (compile error, wrong result, lost device, timeout) is recorded
+with its error and the suite goes on. Results are written atomically when the run ends, and
+also after every benchmark, so an interrupted run keeps what it measured.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import platform
+import socket
+import subprocess
+import sys
+import time
+import uuid as _uuid
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from halbench import __version__
+from halbench.bench.environment import read_environment
+from halbench.bench.suite import BenchmarkSpec, Settings, Suite, expand_devices
+from halbench.errors import DeviceLost, HalbenchError
+
+__all__ = ["run_suite", "sample_loop", "dispatch_stats"]
+
+
+def sample_loop(run: Callable[[], Any], s: Settings) -> list[Any]:
+    """Warm up, then take samples until both the minimum time and count are met (bounded by
+    ``max_samples`` and ``max_time_s``)."""
+    for _ in range(s.warmup):
+        run()
+    samples: list[Any] = []
+    t0 = time.monotonic()
+    while len(samples) < s.max_samples:
+        elapsed = time.monotonic() - t0
+        if len(samples) >= s.min_samples and elapsed >= s.min_time_s:
+            break
+        if elapsed >= s.max_time_s and len(samples) >= 1:
+            break
+        samples.append(run())
+    return samples
+
+
+def dispatch_stats(profiles: list[Any], infos: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per-dispatch device-time statistics over the samples' profiles (ms), with flops/bytes."""
+    if not profiles or profiles[0] is None:
+        return []
+    n = len(profiles[0].dispatches)
+    out = []
+    for i in range(n):
+        ms = np.array([p.dispatches[i].duration_ns / 1e6 for p in profiles if len(p.dispatches) > i])
+        last = profiles[-1].dispatches[i]
+        info = infos[i] if i < len(infos) else {}
+        out.append({
+            "index": i, "name": info.get("name", last.entry),
+            "flops": info.get("flops"), "bytes": info.get("bytes"),
+            "device_ms": {"median": float(np.median(ms)), "p10": float(np.percentile(ms, 10)),
+                          "p90": float(np.percentile(ms, 90)), "mean": float(ms.mean()),
+                          "count": int(ms.size)},
+            "trace": {"start_ns": last.start_ns, "end_ns": last.end_ns},
+        })
+    return out
+
+
+def _git_commit() -> str | None:
+    try:
+        root = Path(__file__).resolve().parents[2]
+        out = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
+                             text=True, timeout=5)
+        return out.stdout.strip() or None if out.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _write(path: Path, results: dict[str, Any]) -> None:
+    from halbench.bench.results import write_results
+
+    write_results(path, results)
+
+
+def run_suite(suite: Suite, output: str | os.PathLike, *, devices: list[str] | None = None,
+              only: list[str] | None = None, progress: bool = True,
+              command_line: list[str] | None = None) -> dict[str, Any]:
+    """Run every benchmark of ``suite`` on every matching device and write ``output``."""
+    import halbench
+    from halbench.bench.models import prepare_model
+    from halbench.bench.micro import Unsupported, prepare_micro
+
+    out_path = Path(output)
+    started = _now()
+    results: dict[str, Any] = {
+        "schema_version": 1, "kind": "halbench-results",
+        "run": {"id": f"{started.replace(':', '-')}-{_uuid.uuid4().hex[:4]}",
+                "halbench_version": __version__, "git_commit": _git_commit(),
+                "host": {"hostname": socket.gethostname(), "platform": platform.platform(),
+                         "python": platform.python_version(), "cpu": platform.processor() or platform.machine()},
+                "started_at": started, "finished_at": None,
+                "command_line": command_line or list(sys.argv), "suite": suite.to_dict()},
+        "devices": {}, "benchmarks": [], "warnings": [],
+    }
+    specs = [s for s in suite.benchmarks if not only or any(_match(s.name, o) for o in only)]
+    pairs: list[tuple[BenchmarkSpec, str | None, str | None]] = []
+    cache: dict[tuple[str, ...], tuple[list[str], list[tuple[str, str]]]] = {}
+    for spec in specs:
+        pats = tuple(devices) if devices else spec.devices
+        if pats not in cache:
+            cache[pats] = expand_devices(pats)
+        uris, missing = cache[pats]
+        for u in uris:
+            pairs.append((spec, u, None))
+        for pat, reason in missing:
+            pairs.append((spec, None, f"{pat}: {reason}"))
+    bar = _progress(len(pairs), progress)
+    open_devices: dict[str, Any] = {}
+    try:
+        for spec, uri, missing_reason in pairs:
+            bar.set_description(f"{spec.name} @ {uri or '-'}")
+            if uri is None:
+                results["benchmarks"].append(_entry(spec, None, "skipped", missing_reason))
+                bar.update(1)
+                continue
+            dev = open_devices.get(uri)
+            if dev is None or isinstance(dev, Exception) or dev.lost:
+                try:
+                    dev = halbench.create_device(uri)
+                    results["devices"][uri] = dev.info.to_dict()
+                except HalbenchError as e:
+                    dev = e
+                open_devices[uri] = dev
+            if isinstance(dev, Exception):
+                results["benchmarks"].append(_entry(spec, uri, "error", f"cannot open {uri}: {dev}"))
+                bar.update(1)
+                continue
+            try:
+                if spec.kind == "micro":
+                    entry = _run_micro(spec, dev, prepare_micro, Unsupported)
+                else:
+                    entry = _run_model(spec, dev, prepare_model)
+            except DeviceLost as e:
+                entry = _entry(spec, uri, "error", f"device lost: {e}")
+            except HalbenchError as e:
+                entry = _entry(spec, uri, "error", str(e))
+            except Exception as e:  # a bug in one benchmark must not lose the others
+                entry = _entry(spec, uri, "error", f"internal error: {type(e).__name__}: {e}")
+            results["benchmarks"].append(entry)
+            _write(out_path, results)
+            bar.update(1)
+    finally:
+        bar.close()
+        for d in open_devices.values():
+            if not isinstance(d, Exception):
+                try:
+                    d.close()
+                except HalbenchError:
+                    pass
+    results["run"]["finished_at"] = _now()
+    results["warnings"] = _warnings(results)
+    _write(out_path, results)
+    return results
+
+
+def _match(name: str, pattern: str) -> bool:
+    import fnmatch
+
+    return fnmatch.fnmatch(name, pattern) or name == pattern
+
+
+def _entry(spec: BenchmarkSpec, uri: str | None, status: str, error: str | None = None) -> dict[str, Any]:
+    return {"name": spec.name, "kind": spec.kind, "device": uri,
+            "driver": uri.split("://")[0] if uri else None, "format": None,
+            "status": status, "error": error, "params": _jsonable(spec.params),
+            "compile": {}, "correctness": {"checked": False, "passed": None},
+            "timing": {}, "samples": {"device_ms": [], "host_ms": []}, "metrics": {},
+            "dispatches": [], "environment": {}}
+
+
+def _timing(spec: BenchmarkSpec, profiles: list[Any], source: str = "timestamps") -> dict[str, Any]:
+    s = spec.settings
+    cal = [p for p in profiles if p is not None]
+    devs = [p.deviation_ns for p in cal if p.deviation_ns is not None]
+    return {"warmup": s.warmup, "min_time_s": s.min_time_s, "min_samples": s.min_samples,
+            "calibrated": all(p.calibrated for p in cal) if cal else False,
+            "calibration_deviation_ns": float(max(devs)) if devs else None,
+            "total_source": cal[0].total_source if cal else source}
+
+
+def _run_micro(spec: BenchmarkSpec, dev: Any, prepare: Callable, unsupported: type) -> dict[str, Any]:
+    entry = _entry(spec, dev.uri, "ok")
+    try:
+        mb = prepare(spec.params["kind"], dev, spec.params.get("params"))
+    except unsupported as e:
+        entry.update(status="skipped", error=str(e))
+        return entry
+    try:
+        entry["format"] = mb.format
+        entry["params"] = _jsonable({"kind": mb.kind, **mb.params})
+        entry["environment"] = {"before": read_environment(dev.info)}
+        samples = sample_loop(mb.run, spec.settings)
+        entry["environment"]["after"] = read_environment(dev.info)
+        corr = mb.check()
+        corr.setdefault("reference", "expected values computed on the host")
+        entry["correctness"] = corr
+        if corr.get("checked") and not corr.get("passed"):
+            entry.update(status="wrong", error="the microbenchmark's output is wrong")
+            return entry
+        profiles = [s.profile for s in samples]
+        entry["samples"] = {"device_ms": [s.device_ms for s in samples],
+                            "host_ms": [s.host_ms for s in samples]}
+        entry["metrics"] = {**mb.metrics, "unit": "ms", "items_per_run": 1}
+        entry["timing"] = _timing(spec, profiles, "host")
+        if profiles and profiles[0] is not None:
+            name = spec.params["kind"]
+            per = {k: v / max(1, len(profiles[0].dispatches)) for k, v in mb.metrics.items()
+                   if k in ("flops", "bytes")}
+            entry["dispatches"] = dispatch_stats(profiles, [{"name": name, **per}] * len(profiles[0].dispatches))
+        return entry
+    finally:
+        mb.close()
+
+
+def _run_model(spec: BenchmarkSpec, dev: Any, prepare: Callable) -> dict[str, Any]:
+    entry = _entry(spec, dev.uri, "ok")
+    with prepare(spec, dev) as pm:
+        entry["format"] = pm.format
+        entry["compile"] = pm.compile_stats
+        entry["params"] = _jsonable(pm.params)
+        corr = pm.check(spec.settings.tolerance)
+        entry["correctness"] = corr
+        if not corr.get("passed"):
+            entry.update(status="wrong",
+                         error=f"output differs from the {corr.get('reference')} reference: relative error "
+                               f"{corr.get('rel_error'):.3g} > tolerance {spec.settings.tolerance:g}")
+            return entry
+        entry["environment"] = {"before": read_environment(dev.info)}
+        samples = sample_loop(pm.run, spec.settings)
+        entry["environment"]["after"] = read_environment(dev.info)
+        profiles = [s.profile for s in samples]
+        entry["samples"] = {"device_ms": [s.device_ms for s in samples],
+                            "host_ms": [s.host_ms for s in samples]}
+        entry["metrics"] = {"flops": pm.flops, "bytes": pm.bytes, "unit": "ms",
+                            "items_per_run": pm.items_per_run}
+        entry["timing"] = _timing(spec, profiles)
+        entry["dispatches"] = dispatch_stats(profiles, pm.dispatch_infos)
+        return entry
+
+
+def _warnings(results: dict[str, Any]) -> list[str]:
+    out = []
+    for b in results["benchmarks"]:
+        where = f"{b['name']} @ {b['device']}"
+        dm = b.get("samples", {}).get("device_ms") or []
+        if len(dm) >= 3:
+            a = np.asarray(dm)
+            q1, q3 = np.percentile(a, [25, 75])
+            med = float(np.median(a))
+            if med > 0 and (q3 - q1) / med > 0.10:
+                out.append(f"{where}: noisy (IQR {100 * (q3 - q1) / med:.0f}% of the median)")
+        t = b.get("timing") or {}
+        if t and t.get("total_source") == "timestamps" and not t.get("calibrated", True):
+            out.append(f"{where}: device timestamps uncalibrated (durations exact, absolute times not)")
+        env = b.get("environment") or {}
+        reasons = set((env.get("before") or {}).get("throttle_reasons", []) +
+                      (env.get("after") or {}).get("throttle_reasons", [])) - {"gpu_idle"}
+        if reasons:
+            out.append(f"{where}: clocks throttled ({', '.join(sorted(reasons))})")
+        if b["status"] in ("error", "wrong"):
+            out.append(f"{where}: {b['status']}: {b['error']}")
+    return out
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, (np.integer,)):
+        return int(v)
+    if isinstance(v, (np.floating,)):
+        return float(v)
+    return v
+
+
+class _NoBar:
+    def set_description(self, *_: Any) -> None: ...
+    def update(self, *_: Any) -> None: ...
+    def close(self) -> None: ...
+
+
+def _progress(total: int, enabled: bool) -> Any:
+    if not enabled:
+        return _NoBar()
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return _NoBar()
+    return tqdm(total=total, unit="bench", file=sys.stderr, dynamic_ncols=True, leave=True)

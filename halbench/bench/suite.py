@@ -1,0 +1,211 @@
+"""Suites: YAML files naming models, microbenchmarks, devices, sampling and gate settings.
+
+A suite file looks like this (``suites/smoke.yaml`` is a complete example)::
+
+    name: smoke
+    description: small models and microbenchmarks
+    devices: ["vulkan://*", "local-task://"]     # `*` alone: every available device
+    settings: {warmup: 2, min_time_s: 0.2, min_samples: 5, max_samples: 200,
+               repetitions: 1, tolerance: 1.0e-4}
+    gate: {threshold: 0.05, noise_floor_ms: 0.01,
+           overrides: {"peak/latency/*": {threshold: 0.25}}}
+    models:
+      - {name: tiny-cnn/b1, zoo: tiny-cnn, batch: 1}
+      - {name: mine, path: models/mine.onnx, inputs: ["1x3x224x224xf32"], weights: random}
+    micro:
+      - {name: peak/bandwidth/copy, kind: bandwidth-copy, params: {bytes: 16777216}}
+
+Every benchmark may override ``settings`` keys and ``devices``. Unknown keys are refused, so
+a typo cannot silently change what is measured.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from halbench.errors import UserError
+
+__all__ = ["Settings", "BenchmarkSpec", "Suite", "load_suite", "expand_devices", "find_suite"]
+
+SUITES_DIR = Path(__file__).resolve().parents[2] / "suites"
+
+_SETTING_KEYS = {"warmup", "min_time_s", "min_samples", "max_samples", "repetitions", "tolerance",
+                 "max_time_s"}
+_MODEL_KEYS = {"name", "zoo", "path", "batch", "seq", "inputs", "input_shapes", "weights",
+               "devices", "settings", "dtype", "description", "options"}
+_MICRO_KEYS = {"name", "kind", "params", "devices", "settings", "description"}
+_SUITE_KEYS = {"name", "description", "devices", "settings", "gate", "models", "micro"}
+
+
+@dataclass(frozen=True)
+class Settings:
+    warmup: int = 2
+    min_time_s: float = 0.5
+    min_samples: int = 10
+    max_samples: int = 1000
+    max_time_s: float = 60.0
+    repetitions: int = 1
+    tolerance: float = 1e-4
+
+    def merged(self, overrides: dict[str, Any] | None, where: str) -> "Settings":
+        if not overrides:
+            return self
+        _check_keys(overrides, _SETTING_KEYS, where)
+        d = {**self.__dict__, **overrides}
+        return Settings(**{k: type(getattr(self, k))(v) for k, v in d.items()})
+
+
+@dataclass(frozen=True)
+class BenchmarkSpec:
+    name: str
+    kind: str  # "model" | "micro"
+    settings: Settings
+    devices: tuple[str, ...]
+    # model: zoo/path/batch/seq/inputs/weights; micro: micro kind + params
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    description: str
+    path: str
+    sha256: str
+    devices: tuple[str, ...]
+    settings: Settings
+    gate: dict[str, Any]
+    benchmarks: tuple[BenchmarkSpec, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "path": self.path, "sha256": self.sha256, "gate": self.gate}
+
+
+def find_suite(name_or_path: str) -> Path:
+    """A path to a suite file, or a suite name from ``suites/`` (``smoke`` -> suites/smoke.yaml)."""
+    p = Path(name_or_path)
+    if p.exists():
+        return p
+    for cand in (SUITES_DIR / name_or_path, SUITES_DIR / f"{name_or_path}.yaml"):
+        if cand.exists():
+            return cand
+    known = sorted(x.stem for x in SUITES_DIR.glob("*.yaml")) if SUITES_DIR.exists() else []
+    raise UserError(f"no suite '{name_or_path}': not a file, and not one of the shipped suites "
+                    f"({', '.join(known) or 'none'})")
+
+
+def load_suite(name_or_path: str) -> Suite:
+    """Read and check a suite file; every problem is a one-line UserError naming the key."""
+    path = find_suite(name_or_path)
+    raw = path.read_bytes()
+    try:
+        doc = yaml.safe_load(raw)
+    except yaml.YAMLError as e:
+        raise UserError(f"suite {path} is not valid YAML: {str(e).splitlines()[0]}") from None
+    if not isinstance(doc, dict):
+        raise UserError(f"suite {path} must be a YAML mapping with name, devices, models/micro")
+    _check_keys(doc, _SUITE_KEYS, str(path))
+    settings = Settings().merged(doc.get("settings"), f"{path}: settings")
+    devices = _str_list(doc.get("devices", ["*"]), f"{path}: devices")
+    gate = dict(doc.get("gate") or {})
+    _check_keys(gate, {"threshold", "noise_floor_ms", "overrides", "alpha"}, f"{path}: gate")
+    specs: list[BenchmarkSpec] = []
+    for i, m in enumerate(doc.get("models") or []):
+        where = f"{path}: models[{i}]"
+        if not isinstance(m, dict) or "name" not in m:
+            raise UserError(f"{where} needs a name")
+        _check_keys(m, _MODEL_KEYS, where)
+        if ("zoo" in m) == ("path" in m):
+            raise UserError(f"{where} ({m['name']}) needs exactly one of zoo: or path:")
+        params = {k: v for k, v in m.items() if k not in ("name", "devices", "settings")}
+        if "path" in m and not Path(m["path"]).is_absolute():
+            params["path"] = str((path.parent / m["path"]).resolve())
+        specs.append(BenchmarkSpec(str(m["name"]), "model",
+                                   settings.merged(m.get("settings"), where),
+                                   _str_list(m.get("devices", devices), f"{where}: devices"), params))
+    for i, m in enumerate(doc.get("micro") or []):
+        where = f"{path}: micro[{i}]"
+        if not isinstance(m, dict) or "name" not in m or "kind" not in m:
+            raise UserError(f"{where} needs a name and a kind")
+        _check_keys(m, _MICRO_KEYS, where)
+        from halbench.bench.micro import KINDS
+
+        if m["kind"] not in KINDS:
+            raise UserError(f"{where}: unknown kind '{m['kind']}'; known: {', '.join(KINDS)}")
+        specs.append(BenchmarkSpec(str(m["name"]), "micro", settings.merged(m.get("settings"), where),
+                                   _str_list(m.get("devices", devices), f"{where}: devices"),
+                                   {"kind": m["kind"], "params": dict(m.get("params") or {})}))
+    names = [s.name for s in specs]
+    dup = {n for n in names if names.count(n) > 1}
+    if dup:
+        raise UserError(f"suite {path}: benchmark names must be unique; repeated: {', '.join(sorted(dup))}")
+    if not specs:
+        raise UserError(f"suite {path} has no models and no micro benchmarks")
+    return Suite(str(doc.get("name") or path.stem), str(doc.get("description") or ""), str(path),
+                 hashlib.sha256(raw).hexdigest(), tuple(devices), settings, gate, tuple(specs))
+
+
+def expand_devices(patterns: tuple[str, ...] | list[str]) -> tuple[list[str], list[tuple[str, str]]]:
+    """Turn device patterns into URIs of available devices.
+
+    Returns ``(uris, unavailable)``: ``unavailable`` lists ``(pattern, reason)`` for patterns that
+    named a driver or device explicitly but could not be had; ``*`` patterns skip those quietly.
+    """
+    from halbench.drivers import driver_names, get_driver
+    from halbench.errors import HalbenchError
+    from halbench.uri import parse_uri
+
+    uris: list[str] = []
+    missing: list[tuple[str, str]] = []
+
+    def devices_of(driver: str) -> list[str]:
+        return [d.uri for d in get_driver(driver).query_available_devices()]
+
+    for pat in patterns:
+        try:
+            if pat == "*":
+                for name in driver_names():
+                    try:
+                        uris += devices_of(name)
+                    except HalbenchError:
+                        pass
+                continue
+            driver, sep, path = pat.partition("://")
+            if path == "*" or (sep and any(c in path for c in "*?[")):
+                uris += [u for u in devices_of(driver) if fnmatch.fnmatch(u, pat)]
+                continue
+            u = parse_uri(pat)
+            if u.ordinal is None and u.uuid is None:
+                found = devices_of(u.driver)
+                if not found:
+                    raise UserError(f"driver '{u.driver}' has no devices")
+                uris.append(found[0])
+            else:
+                info = get_driver(u.driver).select(str(u).partition("://")[2])
+                uris.append(info.uri)
+        except HalbenchError as e:
+            missing.append((pat, str(e)))
+    seen: list[str] = []
+    for u in uris:
+        if u not in seen:
+            seen.append(u)
+    return seen, missing
+
+
+def _check_keys(d: dict[str, Any], allowed: set[str], where: str) -> None:
+    bad = sorted(set(d) - allowed)
+    if bad:
+        raise UserError(f"{where}: unknown key(s) {', '.join(bad)}; allowed: {', '.join(sorted(allowed))}")
+
+
+def _str_list(v: Any, where: str) -> tuple[str, ...]:
+    if isinstance(v, str):
+        v = [v]
+    if not isinstance(v, (list, tuple)) or not all(isinstance(x, str) for x in v):
+        raise UserError(f"{where} must be a list of strings")
+    return tuple(v)
