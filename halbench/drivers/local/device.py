@@ -86,7 +86,8 @@ class LocalCommandBuffer(CommandBuffer):
         run = self.device._run_kernel
 
         def op() -> None:
-            views = [b.buffer.data[b.offset:b.offset + b.length] for b in bindings]  # type: ignore[attr-defined]
+            views = [b.buffer.data[b.offset:b.offset + b.length]  # type: ignore[attr-defined]
+                     for b in bindings]
             run(kernel, views, constants, attrs, workgroups)
 
         self.ops.append(("dispatch", op))
@@ -95,7 +96,8 @@ class LocalCommandBuffer(CommandBuffer):
         self.buffers.update((src, dst))
 
         def op() -> None:
-            dst.data[dst_offset:dst_offset + nbytes] = src.data[src_offset:src_offset + nbytes]  # type: ignore[attr-defined]
+            data = src.data[src_offset:src_offset + nbytes]  # type: ignore[attr-defined]
+            dst.data[dst_offset:dst_offset + nbytes] = data  # type: ignore[attr-defined]
 
         self.ops.append(("copy", op))
 
@@ -121,7 +123,8 @@ class LocalDevice(Device):
 
     def __init__(self, info: "DeviceInfo", uri: str, threads: int):
         super().__init__(info, uri)
-        self._pool = ThreadPoolExecutor(threads, thread_name_prefix=f"halbench {uri}") if threads > 1 else None
+        self._pool = (ThreadPoolExecutor(threads, thread_name_prefix=f"halbench {uri}")
+                      if threads > 1 else None)
         self._threads = threads
         self._queue = LocalQueue(self, self._execute, inline=self._pool is None)
 

@@ -87,7 +87,8 @@ class LocalSubmission(Submission):
 
     def _read_profile(self) -> Profile:
         entries = self.command_buffer.dispatch_entries
-        dispatches = tuple(DispatchTiming(i, entries[i], s, e) for i, (s, e) in enumerate(self.dispatch_times))
+        dispatches = tuple(DispatchTiming(i, entries[i], start, end)
+                           for i, (start, end) in enumerate(self.dispatch_times))
         return Profile(dispatches, self.start_ns, self.end_ns, self.end_ns - self.start_ns,
                        total_source="timestamps", calibrated=True, deviation_ns=0,
                        host_submit_ns=self.host_submit_ns, host_done_ns=self.host_done_ns)
