@@ -45,6 +45,8 @@ class Identity:
     driver_uuid: str | None = None
     conformance_version: str | None = None
     arch: str | None = None  # "sm_90", "gfx942", "x86_64"
+    driver_id: str = ""  # Vulkan VkDriverId without its prefix: "MESA_LLVMPIPE", "NVIDIA_PROPRIETARY"
+    compute_capability: str | None = None  # CUDA "9.0", HIP "9.4"
 
 
 @dataclass(frozen=True)
