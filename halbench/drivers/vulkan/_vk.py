@@ -1,0 +1,195 @@
+"""The Vulkan binding in one place: the loader, result codes -> halbench errors, the instance.
+
+The `vulkan` cffi package raises Python exceptions from its wrappers (``vk.VkErrorDeviceLost``)
+but hot paths call the raw cffi functions (``lib.vkQueueSubmit2``) and get a VkResult back. Both
+end in :func:`error`, so every Vulkan failure becomes the same ``DriverError`` with the
+VkResult's own name and an explanation.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+import threading
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Iterator
+
+import vulkan as vk
+from vulkan import ffi, lib
+
+from halbench.errors import DeviceLost, DriverError, DriverUnavailable, OutOfDeviceMemory
+
+if TYPE_CHECKING:
+    from halbench.hal import Device
+
+__all__ = ["vk", "ffi", "lib", "check", "error", "vk_errors", "instance", "device_fn", "instance_fn",
+           "result_name", "validation_messages", "VALIDATION_LAYER",
+           "BUFFER_USAGE_SHADER_DEVICE_ADDRESS", "MEMORY_ALLOCATE_DEVICE_ADDRESS"]
+
+VALIDATION_LAYER = "VK_LAYER_KHRONOS_validation"
+
+# Core 1.2 names the binding leaves out (its aliases are None): the values from vulkan_core.h.
+BUFFER_USAGE_SHADER_DEVICE_ADDRESS = 0x00020000
+MEMORY_ALLOCATE_DEVICE_ADDRESS = 0x00000002
+
+
+def _result_names() -> dict[int, str]:
+    # Prefer the unsuffixed core name when an extension alias has the same value.
+    names: dict[int, str] = {}
+    for n in dir(vk):
+        if not (n.startswith("VK_ERROR_") or n in ("VK_SUCCESS", "VK_NOT_READY", "VK_TIMEOUT",
+                                                   "VK_EVENT_SET", "VK_EVENT_RESET", "VK_INCOMPLETE")):
+            continue
+        if "RANGE" in n or "MAX_ENUM" in n:
+            continue
+        v = getattr(vk, n)
+        if isinstance(v, int) and (v not in names or len(n) < len(names[v])):
+            names[v] = n
+    return names
+
+
+_NAMES = _result_names()
+_EXC_CODES = {cls: code for code, cls in vk.exception_codes.items() if code is not None}
+
+_EXPLAIN = {
+    "VK_ERROR_OUT_OF_DEVICE_MEMORY": "the device ran out of memory",
+    "VK_ERROR_OUT_OF_HOST_MEMORY": "the Vulkan driver ran out of host memory",
+    "VK_ERROR_DEVICE_LOST": "the device was lost (a hang, a fault or a driver reset); create a new device",
+    "VK_ERROR_INITIALIZATION_FAILED": "the Vulkan driver failed to initialize",
+    "VK_ERROR_INCOMPATIBLE_DRIVER": "no installed Vulkan driver supports Vulkan 1.3",
+    "VK_ERROR_LAYER_NOT_PRESENT": f"a requested layer is not installed (validation needs {VALIDATION_LAYER})",
+    "VK_ERROR_EXTENSION_NOT_PRESENT": "a requested extension is not supported",
+    "VK_ERROR_FEATURE_NOT_PRESENT": "a requested feature is not supported",
+    "VK_ERROR_TOO_MANY_OBJECTS": "too many objects of this type (e.g. maxMemoryAllocationCount)",
+    "VK_ERROR_INVALID_SHADER_NV": "the driver rejected the SPIR-V",
+    "VK_TIMEOUT": "the wait timed out",
+}
+
+
+def result_name(code: int) -> str:
+    return _NAMES.get(code, f"VkResult({code})")
+
+
+def error(code: int, what: str, device: "Device | None" = None) -> DriverError:
+    """The halbench error for VkResult ``code`` returned by ``what``; marks a lost device."""
+    name = result_name(code)
+    where = f" on {device.uri}" if device is not None else ""
+    msg = f"{what} failed{where}: {_EXPLAIN.get(name, 'see the Vulkan specification for ' + name)}"
+    if name == "VK_ERROR_OUT_OF_DEVICE_MEMORY":
+        return OutOfDeviceMemory("vulkan", name, msg)
+    if name == "VK_ERROR_DEVICE_LOST":
+        if device is not None and not device.lost:
+            device.lost = f"{name} in {what}"
+        return DeviceLost("vulkan", name, msg)
+    return DriverError("vulkan", name, msg)
+
+
+def check(code: int, what: str, device: "Device | None" = None) -> None:
+    """Raise the halbench error for a raw VkResult that is not VK_SUCCESS."""
+    if code != 0:
+        raise error(code, what, device)
+
+
+@contextmanager
+def vk_errors(what: str, device: "Device | None" = None) -> Iterator[None]:
+    """Turn the `vulkan` package's exceptions raised inside the block into halbench errors."""
+    try:
+        yield
+    except (vk.VkError, vk.VkException) as e:
+        raise error(_EXC_CODES.get(type(e), -13), what, device) from None
+
+
+# -- instance ------------------------------------------------------------------------
+
+#: Validation-layer messages seen in this process (HALBENCH_VULKAN_VALIDATION=1).
+validation_messages: list[str] = []
+
+_lock = threading.Lock()
+_instance: Any = None
+_messenger: Any = None
+_keep: list[Any] = []  # cffi objects that must outlive the instance (the callback)
+live_devices = 0
+
+
+def validation_requested() -> bool:
+    return os.environ.get("HALBENCH_VULKAN_VALIDATION", "") not in ("", "0")
+
+
+@ffi.callback("PFN_vkDebugUtilsMessengerCallbackEXT")
+def _on_message(severity: int, types: int, data: Any, user: Any) -> int:
+    text = ffi.string(data.pMessage).decode("utf-8", "replace") if data.pMessage else "?"
+    if severity >= vk.VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT:
+        level = "error" if severity >= vk.VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT else "warning"
+        validation_messages.append(f"{level}: {text}")
+        # A fixed prefix so a parent process can count them in our stderr.
+        print(f"HALBENCH-VULKAN-VALIDATION {level}: {text}", file=sys.stderr, flush=True)
+    return 0
+
+
+def instance() -> Any:
+    """The process-wide VkInstance (API 1.3), created on first use."""
+    global _instance, _messenger
+    with _lock:
+        if _instance is not None:
+            return _instance
+        layers, exts, pnext = [], [], None
+        if validation_requested():
+            available = {p.layerName for p in vk.vkEnumerateInstanceLayerProperties()}
+            if VALIDATION_LAYER not in available:
+                raise DriverUnavailable("vulkan", f"HALBENCH_VULKAN_VALIDATION is set but {VALIDATION_LAYER} "
+                                        "is not installed")
+            layers, exts = [VALIDATION_LAYER], [vk.VK_EXT_DEBUG_UTILS_EXTENSION_NAME]
+            pnext = ffi.new("VkDebugUtilsMessengerCreateInfoEXT*", {
+                "sType": vk.VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT,
+                "messageSeverity": vk.VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT
+                | vk.VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT,
+                "messageType": vk.VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT
+                | vk.VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT,
+                "pfnUserCallback": _on_message})
+            _keep.append(pnext)
+        app = vk.VkApplicationInfo(pApplicationName="halbench", applicationVersion=1, pEngineName="halbench",
+                                   engineVersion=1, apiVersion=vk.VK_MAKE_VERSION(1, 3, 0))
+        info = vk.VkInstanceCreateInfo(pApplicationInfo=app, ppEnabledLayerNames=layers,
+                                       ppEnabledExtensionNames=exts, pNext=pnext)
+        try:
+            with vk_errors("vkCreateInstance"):
+                inst = vk.vkCreateInstance(info, None)
+        except DriverError as e:
+            raise DriverUnavailable("vulkan", str(e)) from None
+        if pnext is not None:
+            create = instance_fn(inst, "vkCreateDebugUtilsMessengerEXT")
+            out = ffi.new("VkDebugUtilsMessengerEXT*")
+            check(create(inst, pnext, ffi.NULL, out), "vkCreateDebugUtilsMessengerEXT")
+            _messenger = out[0]
+        _instance = inst
+        atexit.register(_destroy_instance)
+        return inst
+
+
+def _destroy_instance() -> None:
+    # Destroying the instance with live devices is itself a validation error: leave it then.
+    global _instance, _messenger
+    if _instance is None or live_devices:
+        return
+    if _messenger is not None:
+        instance_fn(_instance, "vkDestroyDebugUtilsMessengerEXT")(_instance, _messenger, ffi.NULL)
+        _messenger = None
+    lib.vkDestroyInstance(_instance, ffi.NULL)
+    _instance = None
+
+
+def instance_fn(inst: Any, name: str) -> Any:
+    """A raw instance-level function pointer (extensions are not exported by the loader)."""
+    p = lib.vkGetInstanceProcAddr(inst, name.encode())
+    if p == ffi.NULL:
+        raise DriverError("vulkan", "", f"the Vulkan loader has no function {name}")
+    return ffi.cast("PFN_" + name, p)
+
+
+def device_fn(dev: Any, name: str) -> Any:
+    """A raw device-level function pointer: skips the loader's trampoline on hot paths."""
+    p = lib.vkGetDeviceProcAddr(dev, name.encode())
+    if p == ffi.NULL:
+        raise DriverError("vulkan", "", f"the Vulkan device has no function {name}")
+    return ffi.cast("PFN_" + name, p)
