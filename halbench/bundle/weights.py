@@ -1,0 +1,71 @@
+"""Weights as arrays: from a member's raw bytes, or generated from a seed.
+
+:func:`random_weight` is THE definition of a seeded-random weight: the runtime and the
+compiler's local reference both call it, so they see the same values bit for bit.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+
+from halbench.bundle.manifest import WeightDecl
+from halbench.dtypes import to_numpy
+from halbench.errors import UserError
+
+__all__ = ["random_weight", "weight_array", "f32_to_bf16"]
+
+
+def f32_to_bf16(x: np.ndarray) -> np.ndarray:
+    """float32 -> bfloat16 bits (uint16), rounding to nearest even, as hardware converts."""
+    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    rounded = bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))
+    out = (rounded >> np.uint32(16)).astype(np.uint16)
+    nan = np.isnan(x)
+    if nan.any():  # rounding could carry a NaN's payload into infinity
+        out[nan] = np.uint16(0x7FC0)
+    return out
+
+
+def random_weight(dtype: str, shape: tuple[int, ...] | list[int], seed: int,
+                  init: Mapping[str, Any] | None = None) -> np.ndarray:
+    """The seeded-random weight ``numpy.random.default_rng(seed)`` gives for ``init``.
+
+    ``init``: ``{"distribution": "normal", "scale": s}`` (default scale 0.02, mean 0) or
+    ``{"distribution": "uniform", "low": a, "high": b}`` (defaults -1, 1). Values are drawn in
+    float64 and then converted: floats round to the dtype (bf16 to nearest even), integers
+    round to nearest and saturate to the dtype's range, i1 is ``value > 0``.
+    """
+    init = dict(init or {})
+    shape = tuple(int(s) for s in shape)
+    rng = np.random.default_rng(int(seed))
+    dist = init.get("distribution", "normal")
+    if dist == "normal":
+        values = rng.standard_normal(shape) * float(init.get("scale", 0.02))
+    elif dist == "uniform":
+        values = rng.uniform(float(init.get("low", -1.0)), float(init.get("high", 1.0)), shape)
+    else:
+        raise UserError(f"unknown random weight distribution {dist!r}; known: normal, uniform")
+    if dtype == "bf16":
+        return f32_to_bf16(values.astype(np.float32))
+    dt = to_numpy(dtype)
+    if dt == np.bool_:
+        return values > 0
+    if dt.kind in "iu":
+        info = np.iinfo(dt)
+        return np.clip(np.rint(values), info.min, info.max).astype(dt)
+    return values.astype(dt)
+
+
+def weight_array(decl: WeightDecl, data: bytes | None = None) -> np.ndarray:
+    """The weight's values: ``data`` (the member's bytes) for ``file``, generated for ``random``."""
+    if decl.storage == "random":
+        return random_weight(decl.dtype, decl.shape, int(decl.seed or 0), decl.init)
+    if data is None:
+        raise UserError(f"weight '{decl.name}' is stored in member {decl.member}, and no data was given")
+    if len(data) != decl.nbytes:
+        raise UserError(f"weight '{decl.name}' ({'x'.join(map(str, decl.shape))}x{decl.dtype}) needs "
+                        f"{decl.nbytes} B, but member {decl.member} has {len(data)} B")
+    dt = to_numpy(decl.dtype).newbyteorder("<")  # members are little-endian by contract
+    return np.frombuffer(data, dtype=dt).reshape(decl.shape).astype(dt.newbyteorder("="), copy=False)
