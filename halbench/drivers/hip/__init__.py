@@ -10,10 +10,15 @@ __all__ = ["HipDriver"]
 
 class HipDriver(Driver):
     name = "hip"
+    description = "AMD ROCm HIP through hip-python (code objects, HIP graphs)"
 
     def query_available_devices(self) -> list[DeviceInfo]:
-        from halbench.probe.hip import query_devices
-
+        try:
+            from halbench.probe.hip import query_devices
+        except ModuleNotFoundError as e:
+            if e.name != "halbench.probe.hip":
+                raise
+            from halbench.drivers.hip.query import query_devices  # until the probe lands
         return query_devices()
 
     def create_device(self, path: str = "") -> Device:

@@ -1,0 +1,187 @@
+"""CUDA C -> PTX / cubin with NVRTC (and HIP C -> code object with hipRTC), no GPU needed.
+
+NVRTC and nvJitLink come from PyPI (cuda-python's ``cuda.bindings``); the CUDA headers NVRTC
+needs (cuda_fp16.h, mma.h) from the nvidia-cuda-runtime wheel. Results are cached in-process by
+content hash (source, arch, output, options, renames and the compiler's version).
+
+``rename`` maps kernel names in the PTX: CUDA C cannot call a kernel ``main`` (the HAL's
+conventional entry name), so the source uses another name and the PTX is renamed; a cubin is
+then built from that PTX by nvJitLink, which is the same ptxas the driver would run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import sys
+import sysconfig
+from functools import lru_cache
+from pathlib import Path
+from typing import Sequence
+
+from halbench.errors import CompileError
+
+__all__ = ["compile_cuda", "compile_hip", "nvrtc_version", "cuda_include_dirs"]
+
+_cache: dict[str, bytes] = {}
+
+
+def _nvrtc():
+    try:
+        from cuda.bindings import nvrtc
+    except ImportError as e:
+        raise CompileError(f"NVRTC is not available ({e}); pip install cuda-python nvidia-cuda-nvrtc") from e
+    return nvrtc
+
+
+@lru_cache(maxsize=None)
+def nvrtc_version() -> tuple[int, int]:
+    nvrtc = _nvrtc()
+    try:
+        err, major, minor = nvrtc.nvrtcVersion()
+    except Exception as e:  # the library itself could not be loaded
+        raise CompileError(f"NVRTC could not be loaded: {e}; pip install nvidia-cuda-nvrtc") from e
+    return int(major), int(minor)
+
+
+@lru_cache(maxsize=None)
+def cuda_include_dirs() -> tuple[str, ...]:
+    """Where the CUDA headers of the nvidia-* wheels are (nvidia/cu13/include, ...)."""
+    roots = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"],
+             *[p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]}
+    found = []
+    for root in sorted(roots):
+        for inc in sorted(Path(root).glob("nvidia/*/include")):
+            if (inc / "cuda_fp16.h").exists():
+                found.append(str(inc))
+    return tuple(found)
+
+
+def _check(result: tuple, what: str, log: str = "") -> None:
+    nvrtc = _nvrtc()
+    if result[0] != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+        text = nvrtc.nvrtcGetErrorString(result[0])[1]
+        text = text.decode() if isinstance(text, bytes) else str(text)
+        raise CompileError(f"{text} {what}" + (f":\n{log}" if log else ""))
+
+
+def _program_log(nvrtc, prog) -> str:
+    err, n = nvrtc.nvrtcGetProgramLogSize(prog)
+    buf = b" " * n
+    nvrtc.nvrtcGetProgramLog(prog, buf)
+    return buf.rstrip(b"\0 ").decode(errors="replace").strip()
+
+
+def compile_cuda(source: str, *, arch: str = "sm_90", output: str = "cubin", name: str = "kernel",
+                 options: Sequence[str] = (), rename: dict[str, str] | None = None,
+                 cache: bool = True) -> bytes:
+    """Compile CUDA C ``source`` for ``arch`` (``sm_90``, ``sm_90a``, ``sm_80``) to ``output``
+    ("cubin" or "ptx"). Kernels the runtime looks up by name must be ``extern "C"``.
+    A ``gfx*`` arch is handed to :func:`compile_hip` (HIP C is CUDA C for these kernels).
+    Raises CompileError with NVRTC's log, naming ``name``."""
+    if arch.startswith("gfx"):
+        return compile_hip(source, arch=arch, name=name, options=options)
+    if output not in ("cubin", "ptx"):
+        raise CompileError(f"NVRTC output must be 'cubin' or 'ptx', not '{output}'")
+    if not re.fullmatch(r"sm_\d+[af]?", arch):
+        raise CompileError(f"'{arch}' is not a CUDA arch like sm_90")
+    key = hashlib.sha256(repr((source, arch, output, tuple(options), sorted((rename or {}).items()),
+                               nvrtc_version())).encode()).hexdigest()
+    if cache and key in _cache:
+        return _cache[key]
+    via_ptx = output == "ptx" or bool(rename)
+    virtual = "compute_" + arch[3:]
+    opts = [f"--gpu-architecture={virtual if via_ptx else arch}", "--std=c++17", *options]
+    opts += [f"-I{d}" for d in cuda_include_dirs()]
+    nvrtc = _nvrtc()
+    nvrtc_version()
+    err, prog = nvrtc.nvrtcCreateProgram(source.encode(), f"{name}.cu".encode(), 0, [], [])
+    _check((err,), f"creating the NVRTC program '{name}'")
+    try:
+        encoded = [o.encode() for o in opts]
+        result = nvrtc.nvrtcCompileProgram(prog, len(encoded), encoded)
+        if result[0] != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+            _check(result, f"compiling '{name}' for {arch}", _program_log(nvrtc, prog))
+        if via_ptx:
+            err, n = nvrtc.nvrtcGetPTXSize(prog)
+            buf = b" " * n
+            _check(nvrtc.nvrtcGetPTX(prog, buf), "reading PTX")
+            data = buf.rstrip(b"\0")
+            for old, new in (rename or {}).items():
+                data = re.sub(rb"\b" + re.escape(old.encode()) + rb"\b", new.encode(), data)
+            if output == "cubin":
+                data = _link_ptx(data, arch, name)
+        else:
+            err, n = nvrtc.nvrtcGetCUBINSize(prog)
+            buf = b" " * n
+            _check(nvrtc.nvrtcGetCUBIN(prog, buf), "reading the cubin")
+            data = bytes(buf)
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
+    if cache:
+        _cache[key] = data
+    return data
+
+
+def _link_ptx(ptx: bytes, arch: str, name: str) -> bytes:
+    """PTX -> cubin through nvJitLink (no GPU, no driver)."""
+    try:
+        from cuda.bindings import nvjitlink
+    except ImportError as e:
+        raise CompileError(f"nvJitLink is not available ({e}); pip install nvidia-nvjitlink") from e
+    try:
+        handle = nvjitlink.create(1, [f"-arch={arch}"])
+    except Exception as e:
+        raise CompileError(f"nvJitLink could not start for {arch}: {e}") from e
+    try:
+        try:
+            nvjitlink.add_data(handle, nvjitlink.InputType.PTX, ptx, len(ptx), f"{name}.ptx")
+            nvjitlink.complete(handle)
+        except Exception as e:
+            n = nvjitlink.get_error_log_size(handle)
+            log = bytearray(n)
+            if n:
+                nvjitlink.get_error_log(handle, log)
+            raise CompileError(f"nvJitLink failed on '{name}' for {arch}: {e}\n"
+                               f"{log.rstrip(bytes(1)).decode(errors='replace')}") from e
+        n = nvjitlink.get_linked_cubin_size(handle)
+        out = bytearray(n)
+        nvjitlink.get_linked_cubin(handle, out)
+        return bytes(out)
+    finally:
+        nvjitlink.destroy(handle)
+
+
+def compile_hip(source: str, *, arch: str = "gfx942", name: str = "kernel",
+                options: Sequence[str] = ()) -> bytes:
+    """HIP C -> a code object for ``arch`` through hipRTC. UNTESTED (needs libhiprtc.so, which
+    only a ROCm install provides); a missing library is a CompileError saying so."""
+    key = hashlib.sha256(repr(("hip", source, arch, tuple(options))).encode()).hexdigest()
+    if key in _cache:
+        return _cache[key]
+    try:
+        from hip import hiprtc
+    except ImportError as e:
+        raise CompileError(f"hipRTC is not available ({e}); pip install hip-python") from e
+    ok = hiprtc.hiprtcResult.HIPRTC_SUCCESS
+    try:
+        err, prog = hiprtc.hiprtcCreateProgram(source.encode(), f"{name}.hip".encode(), 0, None, None)
+    except RuntimeError as e:  # hip-python dlopens libhiprtc.so on first use
+        raise CompileError(f"hipRTC could not be loaded: {e} (install ROCm)") from e
+    if err != ok:
+        raise CompileError(f"hiprtcCreateProgram failed for '{name}': {err}")
+    try:
+        opts = [f"--offload-arch={arch}".encode(), b"-O3", *[o.encode() for o in options]]
+        (err,) = hiprtc.hiprtcCompileProgram(prog, len(opts), opts)
+        if err != ok:
+            _, n = hiprtc.hiprtcGetProgramLogSize(prog)
+            log = bytearray(n)
+            hiprtc.hiprtcGetProgramLog(prog, log)
+            raise CompileError(f"hipRTC failed on '{name}' for {arch}:\n{log.decode(errors='replace')}")
+        _, n = hiprtc.hiprtcGetCodeSize(prog)
+        code = bytearray(n)
+        hiprtc.hiprtcGetCode(prog, code)
+    finally:
+        hiprtc.hiprtcDestroyProgram(prog)
+    _cache[key] = bytes(code)
+    return bytes(code)

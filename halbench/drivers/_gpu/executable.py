@@ -1,0 +1,96 @@
+"""Executables on a GPU device: modules (cached per process by content hash) and kernel
+parameters packed once at record time."""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+from typing import Any, Callable
+
+import numpy as np
+
+from halbench.errors import UserError
+from halbench.hal import BufferBinding, Executable, ExecutableBinary
+
+__all__ = ["GpuExecutable", "KernelParams", "release_modules", "register_arch_check"]
+
+# (api, ordinal, context, sha256) -> [module, users]. Loading the same PTX twice JIT-compiles
+# once; the module lives until the last executable using it is freed.
+_modules: dict[tuple, list] = {}
+
+# format -> check(device, binary) raising UserError when the binary cannot run on the device.
+_arch_checks: dict[str, Callable[[Any, ExecutableBinary], None]] = {}
+
+
+def register_arch_check(fmt: str, check: Callable[[Any, ExecutableBinary], None]) -> None:
+    _arch_checks[fmt] = check
+
+
+class GpuExecutable(Executable):
+    def __init__(self, device: Any, binary: ExecutableBinary):
+        super().__init__(device, binary)
+        check = _arch_checks.get(binary.format)
+        if check is not None:
+            check(device, binary)
+        api = device.api
+        jit = binary.format.endswith("-ptx-v1")
+        self._key = (api.name, device.ordinal, id(device.ctx), hashlib.sha256(binary.data).hexdigest())
+        entry = _modules.get(self._key)
+        if entry is None:
+            entry = _modules[self._key] = [api.module_load(binary.data, jit), 0]
+        entry[1] += 1
+        self.module = entry[0]
+        self.functions: dict[str, Any] = {}
+        try:
+            for ep in binary.entries:
+                fn = api.module_function(self.module, ep.name)
+                if fn is None:
+                    raise UserError(f"{binary.format} executable has no kernel '{ep.name}' (its entry "
+                                    f"points must be extern \"C\" kernels of those names)")
+                threads = int(np.prod(ep.workgroup_size))
+                limit = api.function_max_threads(fn)
+                if threads > limit:
+                    raise UserError(f"entry '{ep.name}': workgroup size {ep.workgroup_size} ({threads} threads) "
+                                    f"exceeds the kernel's limit of {limit} threads on {device.uri}")
+                self.functions[ep.name] = fn
+        except Exception:
+            self._free()
+            raise
+        device.__dict__.setdefault("_executables", []).append(self)
+
+    def _free(self) -> None:
+        entry = _modules.get(self._key)
+        if entry is None:
+            return
+        entry[1] -= 1
+        if entry[1] <= 0:
+            del _modules[self._key]
+            self.device._enter()
+            self.device.api.module_unload(entry[0])
+
+
+def release_modules(device: Any) -> None:
+    """Free every executable of ``device`` (on close)."""
+    for exe in device.__dict__.get("_executables", []):
+        if not exe._released:
+            exe._released = True
+            exe._free()
+
+
+class KernelParams:
+    """The ``void**`` array a launch takes: one pointer per binding (base + offset), then the
+    uint32 constants, each in its own 8-byte slot. Built once when the dispatch is recorded, so a
+    replay passes one integer."""
+
+    __slots__ = ("_values", "_pointers", "ptr")
+
+    def __init__(self, bindings: tuple[BufferBinding, ...], constants: np.ndarray):
+        n = len(bindings) + len(constants)
+        self._values = (ctypes.c_uint64 * max(n, 1))()
+        for i, b in enumerate(bindings):
+            self._values[i] = b.buffer.ptr + b.offset
+        for j, c in enumerate(constants):
+            self._values[len(bindings) + j] = int(c)  # little-endian: the low 4 bytes are the uint32
+        base = ctypes.addressof(self._values)
+        self._pointers = (ctypes.c_void_p * max(n, 1))(*[base + 8 * i for i in range(n)])
+        self.ptr = ctypes.addressof(self._pointers) if n else 0

@@ -1,0 +1,146 @@
+"""cuda:// specifics beyond the generic conformance suite: availability, arch checks, graphs
+versus stream launches, errors, profiles. The GPU tests run on the GPU machine (--gpu)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import halbench
+from halbench.drivers import get_driver, query_available_drivers
+from halbench.errors import DriverUnavailable, HalbenchError, OutOfDeviceMemory, UserError
+from tests.hal import kernels_cuda
+from tests.hal.util import TIMEOUT_S, groups, record
+
+
+def _cuda_available() -> str | None:
+    try:
+        get_driver("cuda").query_available_devices()
+        return None
+    except DriverUnavailable as e:
+        return e.reason
+
+
+def test_unavailable_is_listed_with_reason():
+    reason = _cuda_available()
+    status = next(s for s in query_available_drivers() if s.name == "cuda")
+    if reason is None:
+        assert status.available
+    else:
+        assert not status.available and status.reason == reason
+        with pytest.raises(DriverUnavailable, match="libcuda|cuInit|NVIDIA"):
+            halbench.create_device("cuda://")
+
+
+def test_import_loads_no_gpu_api():
+    import subprocess
+    import sys
+
+    code = ("import sys, halbench, halbench.drivers.cuda, halbench.drivers.hip, halbench.drivers._gpu.device; "
+            "bad = [m for m in sys.modules if m.startswith(('cuda.bindings.driver', 'hip.', 'rocm'))]; "
+            "print(bad); sys.exit(1 if bad else 0)")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.fixture(scope="module")
+def dev():
+    if _cuda_available() is not None:
+        pytest.skip(f"cuda unavailable: {_cuda_available()}")
+    d = halbench.create_device("cuda://")
+    yield d
+    d.close()
+
+
+def _add_one(d, n=256, fmt="cuda-cubin-v1"):
+    exe = d.load_executable(kernels_cuda.build("add_one", fmt))
+    buf = d.allocate(4 * n)
+    buf.write(np.zeros(n, np.uint32))
+    return exe, buf
+
+
+@pytest.mark.gpu
+def test_cubin_for_another_arch_is_refused_naming_both(dev):
+    other = "sm_80" if dev.arch != "sm_80" else "sm_90"
+    with pytest.raises(UserError, match=f"{other}.*{dev.arch}"):
+        dev.load_executable(kernels_cuda.build("noop", "cuda-cubin-v1", arch=other))
+
+
+@pytest.mark.gpu
+def test_ptx_is_cached_by_content(dev):
+    a = dev.load_executable(kernels_cuda.build("noop", "cuda-ptx-v1"))
+    b = dev.load_executable(kernels_cuda.build("noop", "cuda-ptx-v1"))
+    assert a.module is b.module
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("graphs", [True, False], ids=["graph", "stream"])
+def test_graph_and_stream_launches_agree(dev, graphs):
+    old = dev.use_graphs
+    dev.use_graphs = graphs
+    try:
+        exe, buf = _add_one(dev)
+
+        def rec(cb):
+            for _ in range(5):
+                cb.dispatch(exe, "main", (groups(256, 64),), [buf], [256])
+                cb.barrier()
+        cb = record(dev, rec)
+        assert (cb.exec is not None) is graphs
+        for _ in range(3):
+            dev.submit(cb).wait(TIMEOUT_S)
+        assert (buf.read(np.uint32) == 15).all()
+    finally:
+        dev.use_graphs = old
+
+
+@pytest.mark.gpu
+def test_out_of_memory_is_named(dev):
+    with pytest.raises(OutOfDeviceMemory, match=r"CUDA_ERROR_OUT_OF_MEMORY.*allocating .* on cuda://"):
+        dev.allocate(1 << 50)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("unprofiled", [False, True])
+def test_profile_maps_onto_host_clock(dev, unprofiled):
+    old = dev.unprofiled_total
+    dev.unprofiled_total = unprofiled
+    try:
+        exe, buf = _add_one(dev)
+        cb = record(dev, lambda cb: [cb.dispatch(exe, "main", (4,), [buf], [256]) for _ in range(3)],
+                    profile=True)
+        sub = dev.submit(cb)
+        sub.wait(TIMEOUT_S)
+        p = sub.profile()
+        assert p.total_source == ("unprofiled" if unprofiled else "timestamps")
+        assert len(p.dispatches) == 3 and p.total_ns > 0
+        slack = 2_000_000 + (p.deviation_ns or 0)  # calibration and event resolution
+        for t in p.dispatches:
+            assert t.end_ns >= t.start_ns
+            assert sub.host_submit_ns - slack <= t.start_ns <= sub.host_done_ns + slack
+        # A second submission of the same command buffer reads the first one's events first.
+        s2 = dev.submit(cb)
+        s2.wait(TIMEOUT_S)
+        assert len(s2.profile().dispatches) == 3
+    finally:
+        dev.unprofiled_total = old
+
+
+@pytest.mark.gpu
+def test_host_signal_releases_a_queued_wait_without_blocking_submit(dev):
+    exe, buf = _add_one(dev)
+    cb = record(dev, lambda cb: cb.dispatch(exe, "main", (4,), [buf], [256]))
+    sem, done = dev.semaphore(0), dev.semaphore(0)
+    sub = dev.submit(cb, wait=[(sem, 1)], signal=[(done, 1)])  # returns at once
+    assert not sub.done
+    assert (buf.read(np.uint32) == 0).all()  # reads do not queue behind the blocked stream
+    sem.signal(1)
+    done.wait(1, TIMEOUT_S)
+    sub.wait(TIMEOUT_S)
+    assert (buf.read(np.uint32) == 1).all()
+
+
+@pytest.mark.gpu
+def test_errors_are_halbench_errors(dev):
+    with pytest.raises(HalbenchError):
+        dev.load_executable(halbench.hal.ExecutableBinary("cuda-ptx-v1", b"not ptx",
+                                                          (halbench.hal.EntryPoint("main", 0),)))
