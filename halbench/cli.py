@@ -83,3 +83,65 @@ def run_suite_cmd(suite: str, output: str, devices: tuple[str, ...], only: tuple
 
         write_report([output], report_path)
         click.echo(f"report -> {report_path}")
+
+
+def _probe_all() -> list:
+    """Every registered driver's devices; an unavailable driver carries its reason."""
+    from halbench.drivers import get_driver, query_available_drivers
+    from halbench.probe.render import DriverDevices
+
+    out = []
+    for s in query_available_drivers():
+        devices = tuple(get_driver(s.name).query_available_devices()) if s.available else ()
+        out.append(DriverDevices(s.name, s.available, s.reason, s.description, devices))
+    return out
+
+
+def _dump(target: str | None) -> dict:
+    """The dump document for everything, one driver (``vulkan``) or one device (``vulkan://0``)."""
+    from halbench.drivers import driver_names, get_driver
+    from halbench.errors import DriverUnavailable, UserError
+    from halbench.probe.render import dump_document
+    from halbench.uri import parse_uri
+
+    keep = None
+    if target:
+        u = parse_uri(target)
+        if u.driver not in driver_names():
+            raise UserError(f"unknown driver '{u.driver}'; known drivers: {', '.join(driver_names())}")
+        entries = _probe_all()
+        entry = next(e for e in entries if e.name == u.driver)
+        if not entry.available:
+            raise DriverUnavailable(entry.name, entry.reason)
+        if "://" in target:  # a device URI: the driver picks it (or says which exist)
+            keep = [(u.driver, get_driver(u.driver).select(str(u).partition("://")[2]).ordinal)]
+        else:
+            keep = [(u.driver, None)]
+    else:
+        entries = _probe_all()
+    return dump_document(entries, __version__, keep)
+
+
+@main.command("list-devices")
+@click.argument("driver", required=False)
+@FORMAT
+def list_devices(driver: str | None, fmt: str) -> None:
+    """List devices, one per line: URI, name and UUID (all drivers, or only DRIVER)."""
+    from halbench.probe.render import device_list, render_device_list
+
+    listing = device_list(_dump(driver))
+    if fmt == "json":
+        click.echo(json.dumps(listing, indent=2))
+    else:
+        click.echo(render_device_list(listing), nl=False)
+
+
+@main.command("dump-devices")
+@click.argument("target", required=False, metavar="[DRIVER|URI]")
+@FORMAT
+def dump_devices(target: str | None, fmt: str) -> None:
+    """Dump what each device is and can do (all drivers, one DRIVER, or one device URI)."""
+    from halbench.probe.render import render_text
+
+    doc = _dump(target)
+    click.echo(json.dumps(doc, indent=2) if fmt == "json" else render_text(doc), nl=fmt == "json")
