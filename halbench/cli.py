@@ -145,3 +145,20 @@ def dump_devices(target: str | None, fmt: str) -> None:
 
     doc = _dump(target)
     click.echo(json.dumps(doc, indent=2) if fmt == "json" else render_text(doc), nl=fmt == "json")
+
+
+@main.command("list-targets")
+@click.option("--api", type=click.Choice(["vulkan", "cuda", "hip"]), default=None,
+              help="Only targets usable through this API.")
+@FORMAT
+def list_targets_cmd(api: str | None, fmt: str) -> None:
+    """List the compiler targets: architectures, code names and products, with their limits,
+    matrix units and published peaks. Any name listed works as --vulkan-target, --cuda-target
+    or --rocm-target."""
+    from halbench.compiler.targets import format_table, list_targets
+
+    targets = list_targets(api)
+    if fmt == "json":
+        click.echo(json.dumps({"targets": [t.to_dict() for t in targets]}, indent=2))
+        return
+    click.echo(format_table(targets, api))
