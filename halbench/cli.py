@@ -8,7 +8,7 @@ import sys
 import click
 
 from halbench import __version__
-from halbench.errors import HalbenchError
+from halbench.errors import HalbenchError, UserError
 
 FORMAT = click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
                       show_default=True, help="Output format.")
@@ -162,3 +162,89 @@ def list_targets_cmd(api: str | None, fmt: str) -> None:
         click.echo(json.dumps({"targets": [t.to_dict() for t in targets]}, indent=2))
         return
     click.echo(format_table(targets, api))
+
+
+@main.command("run-module")
+@click.option("--device", required=True, metavar="URI", help="Device to run on, e.g. local-sync://, vulkan://0.")
+@click.option("--module", "module_path", required=True, type=click.Path(dir_okay=False), metavar="FILE.hbx",
+              help="Compiled bundle (halbench compile -o FILE.hbx).")
+@click.option("--function", default=None, metavar="NAME",
+              help="Function to run; may be omitted when the module has one.")
+@click.option("--input", "inputs", multiple=True, metavar="VALUE",
+              help="One per function input, in order, in IREE's syntax: 1x3x224x224xf32=0, "
+                   "2x2xf32=1,2,3,4, f32=1.5, 1x3xf32=@x.npy, @x.npy.")
+@click.option("--output", "outputs", multiple=True, metavar="@FILE.npy",
+              help="One per result, in order: @FILE.npy writes it (atomically), - prints it.")
+@click.option("--print-max-element-count", "max_elements", type=click.IntRange(min=0), default=1024,
+              show_default=True, help="Elide printed results after this many elements.")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True), default=60.0,
+              show_default=True, help="Seconds to wait for the device.")
+def run_module_cmd(device: str, module_path: str, function: str | None, inputs: tuple[str, ...],
+                   outputs: tuple[str, ...], max_elements: int, timeout_s: float) -> None:
+    """Run one function of a compiled module and print its results, as iree-run-module does."""
+    from halbench.runtime.run import run_module
+
+    click.echo(run_module(device, module_path, function, inputs, outputs, max_elements, timeout_s))
+
+
+@main.command("compile")
+@click.argument("input_path", metavar="INPUT", type=click.Path(dir_okay=False))
+@click.option("-o", "--output", required=True, metavar="OUT.hbx", help="Bundle to write (atomically).")
+@click.option("--target-device", "target_devices", multiple=True, default=("local",), show_default=True,
+              help="Device API to compile for: local, vulkan, cuda, hip (repeat for several).")
+@click.option("--vulkan-target", default=None, help="Vulkan target name (see list-targets).")
+@click.option("--cuda-target", default=None, help="CUDA target name (see list-targets).")
+@click.option("--rocm-target", default=None, help="ROCm/HIP target name (see list-targets).")
+@click.option("--weights", type=click.Choice(["file", "random"]), default="file", show_default=True,
+              help="Store weights in the bundle, or declare them seeded-random (small benchmark bundles).")
+@click.option("--input-shape", "input_shapes", multiple=True, metavar="NAME=1x3x224x224",
+              help="Static shape for an input with dynamic dimensions (repeatable).")
+@click.option("--dump-after", default=None, metavar="PASS", help="Print the IR after PASS (or all).")
+@click.option("--statistics", is_flag=True, help="Print compile statistics.")
+def compile_cmd(input_path: str, output: str, target_devices: tuple[str, ...], vulkan_target: str | None,
+                cuda_target: str | None, rocm_target: str | None, weights: str,
+                input_shapes: tuple[str, ...], dump_after: str | None, statistics: bool) -> None:
+    """Compile an ONNX or MLIR model into a bundle (.hbx) for run-module and the runtime."""
+    from halbench.bundle import write_bundle
+
+    try:
+        from halbench.compiler.compile import CompileOptions, compile_model
+    except ImportError as e:
+        raise UserError(f"the halbench compiler is not available here ({e}); install halbench[compiler], "
+                        f"or compile on another machine and copy the .hbx") from None
+    given = {"target_devices": tuple(target_devices), "weights": weights,
+             "input_shapes": _input_shapes(input_shapes), "dump_after": dump_after,
+             "vulkan_target": vulkan_target, "cuda_target": cuda_target, "rocm_target": rocm_target}
+    result = compile_model(input_path, _options(CompileOptions, given))
+    manifest, members = (result.manifest, result.members) if hasattr(result, "manifest") else result
+    write_bundle(output, manifest, members)
+    if statistics:
+        stats = getattr(result, "statistics", None) or {}
+        click.echo(json.dumps(stats, indent=2, default=str) if stats else "no statistics reported")
+
+
+def _input_shapes(specs: tuple[str, ...]) -> dict[str, tuple[int, ...]]:
+    out = {}
+    for s in specs:
+        name, _, dims = s.partition("=")
+        try:
+            shape = tuple(int(d) for d in dims.split("x"))
+        except ValueError:
+            shape = ()
+        if not name or not shape or min(shape) < 0:
+            raise UserError(f"malformed --input-shape '{s}': write NAME=1x3x224x224")
+        out[name] = shape
+    return out
+
+
+def _options(cls: type, given: dict) -> object:
+    """CompileOptions from the options given, refusing one this compiler does not take."""
+    import dataclasses
+
+    fields = {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else set(given)
+    defaults = {"weights": "file", "target_devices": ("local",)}
+    unknown = [k for k, v in given.items()
+               if k not in fields and v not in (None, {}, ()) and defaults.get(k) != v]
+    if unknown:
+        raise UserError(f"this compiler does not take --{unknown[0].replace('_', '-')}")
+    return cls(**{k: v for k, v in given.items() if k in fields and v is not None})

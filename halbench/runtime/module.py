@@ -1,0 +1,202 @@
+"""A bundle loaded on a device: buffers, executables and command buffers made once, run often.
+
+``Module.load`` does all the allocating, uploading, loading and recording. ``invoke`` then
+only writes the inputs, submits the recorded command buffer, waits and reads the outputs: the
+steady state allocates nothing on the device and records nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from halbench.bundle import (
+    BarrierStep,
+    Bundle,
+    CopyStep,
+    DispatchStep,
+    FillStep,
+    Function,
+    Variant,
+    read_bundle,
+    select_variant,
+)
+from halbench.dtypes import to_numpy
+from halbench.errors import UserError
+from halbench.hal import DEFAULT_TIMEOUT_S, Buffer, CommandBuffer, Device, Executable
+from halbench.runtime.inputs import check_inputs
+from halbench.runtime.profile import DispatchInfo, ProfileResult
+
+__all__ = ["Module"]
+
+
+class Module:
+    """A bundle loaded on one device. Use :meth:`load`; ``close()`` (or ``with``) frees it."""
+
+    def __init__(self, bundle: Bundle, device: Device, buffers: dict[int, Buffer],
+                 executables: dict[int, tuple[Executable, Variant]]):
+        self.bundle = bundle
+        self.device = device
+        self._buffers = buffers
+        self._executables = executables
+        self._recorded: dict[tuple[str, bool], CommandBuffer] = {}
+        self._lock = threading.Lock()  # one invocation at a time: they share the buffers
+        self.closed = False
+
+    # -- loading ------------------------------------------------------------------------------
+    @classmethod
+    def load(cls, bundle: Bundle | str | os.PathLike[str], device: Device) -> "Module":
+        """Read (if given a path) and verify ``bundle``, then prepare every function on ``device``."""
+        if not isinstance(bundle, Bundle):
+            bundle = read_bundle(bundle)
+        m = bundle.manifest
+        # Choose every variant before touching the device: an unrunnable bundle allocates nothing.
+        chosen = {e.id: (e, select_variant(e, device)[1]) for e in m.executables}
+        if any(v.format == "local-v1" for _, v in chosen.values()):
+            _register_local_kernels()
+        buffers: dict[int, Buffer] = {}
+        executables: dict[int, tuple[Executable, Variant]] = {}
+        module = cls(bundle, device, buffers, executables)
+        try:
+            for b in m.buffers:
+                buffers[b.id] = device.allocate(b.nbytes, b.kind)
+            for w in m.weights:  # uploaded once; weights are never written again
+                buffers[w.buffer].write(bundle.weight(w), w.offset)
+            for eid, (decl, variant) in chosen.items():
+                executables[eid] = (device.load_executable(bundle.binary(decl, variant)), variant)
+            for f in m.functions:
+                module._record(f, profile=False)
+        except BaseException:
+            module.close()
+            raise
+        return module
+
+    def _record(self, f: Function, profile: bool) -> CommandBuffer:
+        cb = self.device.command_buffer(profile=profile)
+        bufs = self._buffers
+        for s in f.steps:
+            if isinstance(s, DispatchStep):
+                exe, v = self._executables[s.executable]
+                bindings = [(bufs[r.buffer], r.offset, r.length) for r in s.bindings]
+                cb.dispatch(exe, v.entry.name, v.workgroups, bindings, v.constants)
+            elif isinstance(s, BarrierStep):
+                cb.barrier()
+            elif isinstance(s, CopyStep):
+                cb.copy(bufs[s.src.buffer], bufs[s.dst.buffer], s.src.offset, s.dst.offset, s.nbytes)
+            elif isinstance(s, FillStep):
+                cb.fill(bufs[s.buffer], s.pattern, s.offset, s.nbytes, s.pattern_size)
+        cb.end()
+        self._recorded[(f.name, profile)] = cb
+        return cb
+
+    # -- queries ------------------------------------------------------------------------------
+    @property
+    def functions(self) -> tuple[Function, ...]:
+        """The functions of the bundle, with their inputs, outputs and steps."""
+        return self.bundle.manifest.functions
+
+    def function(self, name: str | None = None) -> Function:
+        """The function ``name``; ``None`` picks the only one."""
+        return self.bundle.manifest.function(name)
+
+    def variant(self, executable: int) -> Variant:
+        """The variant loaded for ``executable``."""
+        return self._executables[executable][1]
+
+    # -- running ------------------------------------------------------------------------------
+    def invoke(self, fn: str | None = None, inputs: Sequence[Any] | Mapping[str, Any] = (),
+               timeout_s: float = DEFAULT_TIMEOUT_S) -> list[np.ndarray]:
+        """Run ``fn`` on ``inputs`` (in order, or by name) and return its outputs as new arrays."""
+        f = self.function(fn)
+        arrays = check_inputs(f, inputs)
+        with self._lock:
+            self._check_open()
+            self._write_inputs(f, arrays)
+            self.device.submit(self._recorded[(f.name, False)]).wait(timeout_s)
+            return self._read_outputs(f)
+
+    def profile(self, fn: str | None = None, inputs: Sequence[Any] | Mapping[str, Any] = (),
+                runs: int = 10, warmup: int = 1, timeout_s: float = DEFAULT_TIMEOUT_S) -> ProfileResult:
+        """Run ``fn`` ``warmup + runs`` times with device timing; keep the last ``runs``."""
+        if int(runs) < 1 or int(warmup) < 0:
+            raise UserError(f"profile needs runs >= 1 and warmup >= 0, got runs={runs}, warmup={warmup}")
+        f = self.function(fn)
+        arrays = check_inputs(f, inputs)
+        with self._lock:
+            self._check_open()
+            cb = self._recorded.get((f.name, True)) or self._record(f, profile=True)
+            self._write_inputs(f, arrays)
+            profiles, host = [], []
+            for i in range(int(warmup) + int(runs)):
+                sub = self.device.submit(cb)
+                sub.wait(timeout_s)
+                if i >= warmup:
+                    profiles.append(sub.profile())
+                    host.append(sub.host_done_ns - sub.host_submit_ns)
+        infos = self._dispatch_infos(f)
+        per = tuple(tuple(t.duration_ns for t in p.dispatches) for p in profiles)
+        if per and len(per[0]) != len(infos):
+            raise UserError(f"{self.device.uri} timed {len(per[0])} dispatches of '{f.name}', "
+                            f"which has {len(infos)}")
+        return ProfileResult(f.name, self.device.uri, infos, tuple(p.total_ns for p in profiles),
+                             per, tuple(host), tuple(profiles))
+
+    def _dispatch_infos(self, f: Function) -> tuple[DispatchInfo, ...]:
+        out = []
+        for i, s in enumerate(f.dispatches):
+            exe_decl = self.bundle.manifest.executable(s.executable)
+            v = self.variant(s.executable)
+            out.append(DispatchInfo(i, s.name or exe_decl.name or v.entry.name, s.executable,
+                                    v.entry.name, v.format, s.flops, s.bytes))
+        return tuple(out)
+
+    def _write_inputs(self, f: Function, arrays: list[np.ndarray]) -> None:
+        for spec, a in zip(f.inputs, arrays):
+            self._buffers[spec.buffer].write(a, spec.offset)
+
+    def _read_outputs(self, f: Function) -> list[np.ndarray]:
+        return [self._buffers[o.buffer].read(to_numpy(o.dtype), o.shape, o.offset) for o in f.outputs]
+
+    # -- lifetime -----------------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self.closed:
+            raise UserError("this module was closed; load it again")
+
+    def close(self) -> None:
+        """Free the module's device resources (the device itself stays open)."""
+        if self.closed:
+            return
+        self.closed = True
+        if self.device.closed:
+            return
+        for cb in self._recorded.values():
+            cb.release()
+        for exe, _ in self._executables.values():
+            exe.free()
+        for b in self._buffers.values():
+            b.free()
+        self._recorded.clear()
+
+    def __enter__(self) -> "Module":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        names = ", ".join(f.name for f in self.functions)
+        return f"<Module {self.bundle.name} on {self.device.uri}: {names}>"
+
+
+
+def _register_local_kernels() -> None:
+    """Register the NumPy kernels that compiled local-v1 executables name (the local drivers'
+    ``ops`` package registers them on import; bundles only name them)."""
+    try:
+        import halbench.drivers.local.ops  # noqa: F401
+    except ModuleNotFoundError as e:
+        if e.name != "halbench.drivers.local.ops":
+            raise
