@@ -457,7 +457,8 @@ def _with_vulkan_limits(target: Target, info: DeviceInfo) -> Target:
     if lim.max_shared_memory_bytes:
         changes["shared_memory_bytes"] = lim.max_shared_memory_bytes
     if "cooperativeMatrix" in feats.flags:
-        changes["cooperative_matrix"] = tuple(feats.cooperative_matrix) if feats.flags["cooperativeMatrix"] else ()
+        has = feats.flags["cooperativeMatrix"]
+        changes["cooperative_matrix"] = tuple(feats.cooperative_matrix) if has else ()
     return dataclasses.replace(target, **changes)
 
 
@@ -520,7 +521,8 @@ def format_table(targets: Iterable[Target], api: str | None = None) -> str:
             return f"{v:g}" if v is not None else "-"
 
         rows.append((t.name, t.kind, t.arch, t.code_name or "-", ",".join(t.apis),
-                     ",".join(map(str, t.subgroup_sizes)) or "any", str(t.shared_memory_limit(api or "vulkan") // KIB),
+                     ",".join(map(str, t.subgroup_sizes)) or "any",
+                     str(t.shared_memory_limit(api or "vulkan") // KIB),
                      matrix, num(t.peak("f32")), num(t.peak("f16")), num(t.memory_gbps)))
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)

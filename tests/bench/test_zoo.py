@@ -18,7 +18,7 @@ ort = pytest.importorskip("onnxruntime")
 def run(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     names = [o.name for o in session.get_outputs()]
-    return dict(zip(names, session.run(None, feeds)))
+    return dict(zip(names, session.run(None, feeds), strict=True))
 
 
 def rel_err(a: np.ndarray, b: np.ndarray) -> float:

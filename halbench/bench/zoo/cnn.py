@@ -62,7 +62,7 @@ def build_mobilenet_v2(g: GraphBuilder, inputs: list[InputSpec], batch: int, seq
         for i in range(n):
             stride = s if i == 0 else 1
             p = f"features.{block}"
-            hidden = int(round(cin * t))
+            hidden = round(cin * t)
             y = x
             if t != 1:
                 y = g.relu6(g.conv_bn(y, cin, hidden, 1, fold_bn=fold_bn, prefix=f"{p}.expand"))
@@ -87,7 +87,7 @@ def build_resnet50(g: GraphBuilder, inputs: list[InputSpec], batch: int, seq: in
     x = g.node("Relu", [g.conv_bn(x, 3, 64, 7, stride=2, fold_bn=fold_bn, prefix="conv1")])
     x = g.node("MaxPool", [x], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
     inplanes = 64
-    for stage, (planes, blocks) in enumerate(zip((64, 128, 256, 512), layers), start=1):
+    for stage, (planes, blocks) in enumerate(zip((64, 128, 256, 512), layers, strict=True), start=1):
         for i in range(blocks):
             # torchvision's ResNet v1.5: the stride sits on the 3x3 conv, not the first 1x1.
             stride = 2 if stage > 1 and i == 0 else 1

@@ -112,8 +112,8 @@ class GraphBuilder:
             return self.node("Conv", [x, self.weight(f"{prefix}.weight", wf),
                                       self.weight(f"{prefix}.bias", bf)], **attrs)
         y = self.node("Conv", [x, self.weight(f"{prefix}.weight", w)], **attrs)
-        bn = [self.weight(f"{prefix}.bn.{k}", v)
-              for k, v in zip(("weight", "bias", "running_mean", "running_var"), (gamma, beta, mean, var))]
+        names = ("weight", "bias", "running_mean", "running_var")
+        bn = [self.weight(f"{prefix}.bn.{k}", v) for k, v in zip(names, (gamma, beta, mean, var), strict=True)]
         return self.node("BatchNormalization", [y, *bn], epsilon=BN_EPS)
 
     def relu6(self, x: str) -> str:
