@@ -1,0 +1,49 @@
+"""``local-v1`` executables: each dispatch names its ``hb.*`` NumPy kernel and carries, as JSON
+attrs, everything that kernel needs (operand shapes and dtypes, the root op's parameters, the
+body and maps of a generic or epilogue). The kernels live in ``halbench/drivers/local/ops``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from halbench.compiler.ir import Graph, Op
+from halbench.drivers.local.kernels import local_binary
+from halbench.hal import EntryPoint, ExecutableBinary
+
+__all__ = ["dispatch_attrs", "local_executable", "kernel_name"]
+
+
+def kernel_name(d: Op) -> str:
+    root = d.attrs["root"]
+    return "hb.generic" if root.kind == "generic" else f"hb.{root.kind}"
+
+
+def _op_attrs(op: Op, g: Graph) -> dict[str, Any]:
+    if op.kind == "generic":
+        return op.generic_attrs()
+    attrs = dict(op.attrs)
+    attrs["out_shape"] = list(g.types[op.outputs[0]].shape)
+    return attrs
+
+
+def dispatch_attrs(d: Op, g: Graph) -> dict[str, Any]:
+    """The kernel attrs of dispatch ``d`` (see ``halbench/drivers/local/ops/common.py``)."""
+    root, ep = d.attrs["root"], d.attrs["epilogue"]
+    values = d.inputs + d.outputs
+    attrs: dict[str, Any] = {
+        "operands": [{"dtype": g.types[v].dtype, "shape": list(g.types[v].shape)} for v in values],
+        "num_inputs": len(d.inputs),
+        "op": _op_attrs(root, g),
+        "root_inputs": [d.inputs.index(v) for v in root.inputs],
+    }
+    if ep is not None:
+        attrs["epilogue"] = ep.generic_attrs()
+        attrs["epilogue_inputs"] = [-1 if v == root.outputs[0] else d.inputs.index(v) for v in ep.inputs]
+    return attrs
+
+
+def local_executable(d: Op, g: Graph) -> ExecutableBinary:
+    n = len(d.inputs) + len(d.outputs)
+    ep = EntryPoint("main", bindings=n)
+    return local_binary({"main": (kernel_name(d), dispatch_attrs(d, g), ep)}, target="host")

@@ -1,0 +1,232 @@
+"""``compile_model``: a model file -> the manifest and members of a bundle.
+
+Stages: frontend (ONNX/MLIR -> linalg on tensors), parse (-> halbench IR), the pass pipeline,
+per-target codegen, and the schedule (buffers, steps with barriers and copies). Each stage is
+timed for ``--statistics``. The result goes to ``halbench.bundle.write_bundle`` as is:
+``write_bundle(path, compiled.manifest, compiled.members)`` (or ``compiled.write(path)``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from halbench.bundle import (
+    BarrierStep,
+    BufferDecl,
+    BufferRange,
+    CopyStep,
+    DispatchStep,
+    ExecutableDecl,
+    Function,
+    Manifest,
+    TensorSpec,
+    Variant,
+    WeightDecl,
+    write_bundle,
+)
+from halbench.compiler.ir import Graph
+from halbench.errors import CompileError, UserError
+
+__all__ = ["CompileOptions", "CompiledModule", "compile_model", "compile_graph", "RANDOM_INIT"]
+
+#: How ``weights="random"`` initialises float weights (bundle-format.md: seeded normal).
+RANDOM_INIT = {"distribution": "normal", "scale": 0.02}
+_DEVICES = ("local",)
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    """What to compile for. Frozen and hashable; :meth:`cache_key` is stable across runs.
+
+    ``input_shapes`` may be given as a dict; it is kept as a sorted tuple of pairs.
+    ``weights``: ``file`` (stored in the bundle) or ``random`` (float weights declared as
+    seeded random, ``seed`` + their index; small and integer constants stay stored).
+    """
+
+    target_devices: tuple[str, ...] = ("local",)
+    weights: str = "file"
+    input_shapes: Any = ()
+    seed: int = 1234
+    dump_after: str | None = None
+
+    def __post_init__(self) -> None:
+        shapes = self.input_shapes
+        if isinstance(shapes, Mapping):
+            shapes = shapes.items()
+        object.__setattr__(self, "input_shapes", tuple(sorted((str(k), tuple(int(s) for s in v)) for k, v in shapes)))
+        object.__setattr__(self, "target_devices", tuple(self.target_devices))
+        if self.weights not in ("file", "random"):
+            raise UserError(f"weights must be 'file' or 'random', got '{self.weights}'")
+        unknown = [d for d in self.target_devices if d not in _DEVICES]
+        if unknown:
+            raise UserError(f"unknown target device(s) {unknown}; this compiler emits: {', '.join(_DEVICES)}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"target_devices": list(self.target_devices), "weights": self.weights,
+                "input_shapes": {k: list(v) for k, v in self.input_shapes}, "seed": self.seed}
+
+    def cache_key(self) -> str:
+        """A content hash of the options that change the output (not ``dump_after``)."""
+        return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()
+
+
+@dataclass
+class CompiledModule:
+    manifest: Manifest
+    members: dict[str, bytes]
+    graph: Graph
+    statistics: dict[str, Any] = field(default_factory=dict)
+
+    def write(self, path: str | Path) -> Manifest:
+        return write_bundle(path, self.manifest, self.members)
+
+
+def compile_model(path: str | Path, options: CompileOptions | None = None) -> CompiledModule:
+    """Compile the ONNX or MLIR file at ``path``."""
+    from halbench.compiler.frontend import load
+    from halbench.compiler.parse import parse_module
+
+    options = options or CompileOptions()
+    t0 = time.perf_counter()
+    imported = load(path, dict(options.input_shapes))
+    timings = dict(imported.timings)
+    t1 = time.perf_counter()
+    graph = parse_module(imported.module, input_names=imported.input_names, output_names=imported.output_names,
+                         blobs=imported.blobs, weight_names=imported.weight_names)
+    timings["parse"] = time.perf_counter() - t1
+    p = Path(path)
+    source = {"path": p.name, "sha256": hashlib.sha256(p.read_bytes()).hexdigest()}
+    cm = compile_graph(graph, options, source, timings)
+    cm.statistics["total_s"] = time.perf_counter() - t0
+    return cm
+
+
+def compile_graph(graph: Graph, options: CompileOptions, source: Mapping[str, Any] | None = None,
+                  timings: dict[str, float] | None = None) -> CompiledModule:
+    """Passes, codegen and schedule for a parsed graph."""
+    from halbench.compiler.codegen.local import local_executable
+    from halbench.compiler.pipeline import run_pipeline
+
+    timings = timings if timings is not None else {}
+    pass_times: dict[str, float] = {}
+    t0 = time.perf_counter()
+    g = run_pipeline(graph, options.dump_after, timings=pass_times)
+    timings["passes"] = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    members: dict[str, bytes] = {}
+    executables = []
+    for i, d in enumerate(g.ops):
+        variants = []
+        if "local" in options.target_devices:
+            binary = local_executable(d, g)
+            member = f"executables/{i}.{len(variants)}.json"
+            members[member] = binary.data
+            variants.append(Variant("local-v1", binary.target, member, binary.entries[0], (1, 1, 1)))
+        executables.append(ExecutableDecl(i, f"dispatch_{i}_{_safe(d.attrs['name'])}", tuple(variants)))
+    timings["codegen"] = time.perf_counter() - t1
+    t2 = time.perf_counter()
+    manifest = _schedule(g, options, executables, members, source or {})
+    timings["schedule"] = time.perf_counter() - t2
+    stats = {"stages_s": timings, "passes_s": pass_times, "dispatches": len(g.ops),
+             "executable_bytes": sum(len(v) for k, v in members.items() if k.startswith("executables/")),
+             "weight_bytes": sum(len(v) for k, v in members.items() if k.startswith("weights/")),
+             "transient_bytes": g.transient_nbytes,
+             "flops": sum(c[0] for c in g.costs.values())}
+    return CompiledModule(manifest, members, g, stats)
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", name) or "w"
+
+
+def _schedule(g: Graph, options: CompileOptions, executables: list[ExecutableDecl],
+              members: dict[str, bytes], source: Mapping[str, Any]) -> Manifest:
+    buffers: list[BufferDecl] = []
+    ids: dict[str, int] = {}
+
+    def buffer(key: str, nbytes: int, kind: str, name: str) -> int:
+        if nbytes <= 0:
+            raise CompileError(f"{kind} '{name}' has no elements; halbench needs non-empty tensors")
+        ids[key] = len(buffers)
+        buffers.append(BufferDecl(len(buffers), nbytes, kind, name))
+        return ids[key]
+
+    inputs = []
+    for user, v in g.inputs:
+        t = g.types[v]
+        inputs.append(TensorSpec(user, t.shape, t.dtype, buffer(f"input:{user}", t.nbytes, "input", user)))
+    outputs = []
+    for user, v in g.outputs:
+        t = g.types[v]
+        outputs.append(TensorSpec(user, t.shape, t.dtype, buffer(f"output:{user}", t.nbytes, "output", user)))
+    weights = []
+    used_members = set()
+    for i, (name, w) in enumerate(g.weights.items()):
+        bid = buffer(f"weight:{name}", w.type.nbytes, "weight", name)
+        randomize = (options.weights == "random" and w.type.dtype in ("f16", "bf16", "f32", "f64")
+                     and w.type.size > 1)
+        if randomize:
+            weights.append(WeightDecl(name, bid, w.type.dtype, w.type.shape, "random",
+                                      seed=options.seed + i, init=dict(RANDOM_INIT)))
+            continue
+        member = f"weights/{_safe(name)}.bin"
+        while member in used_members:
+            member = member[:-4] + "_.bin"
+        used_members.add(member)
+        data = np.ascontiguousarray(w.data, dtype=w.data.dtype.newbyteorder("<"))
+        members[member] = data.tobytes()
+        weights.append(WeightDecl(name, bid, w.type.dtype, w.type.shape, "file", member=member))
+    if g.transient_nbytes:
+        buffer("transient", g.transient_nbytes, "transient", "transient")
+
+    def where(v: str) -> tuple[int, int]:
+        key, off = g.storage[g.root(v)]
+        return ids[key], off
+
+    steps: list[Any] = []
+    pending_w: list[tuple[int, int, int]] = []
+    pending_r: list[tuple[int, int, int]] = []
+
+    def overlaps(a: tuple[int, int, int], rs: list[tuple[int, int, int]]) -> bool:
+        return any(a[0] == b[0] and a[1] < b[2] and b[1] < a[2] for b in rs)
+
+    for i, d in enumerate(g.ops):
+        binds = []
+        reads, writes = [], []
+        for k, v in enumerate(d.inputs + d.outputs):
+            bid, off = where(v)
+            n = g.types[v].nbytes
+            binds.append(BufferRange(bid, off, n))
+            (reads if k < len(d.inputs) else writes).append((bid, off, off + n))
+        # A barrier only where this dispatch depends on one since the last barrier.
+        if any(overlaps(r, pending_w) for r in reads) or any(overlaps(w, pending_w + pending_r) for w in writes):
+            steps.append(BarrierStep())
+            pending_w, pending_r = [], []
+        pending_r += reads
+        pending_w += writes
+        flops, nbytes = g.costs.get(i, (0, 0))
+        steps.append(DispatchStep(i, tuple(binds), d.attrs["name"], flops, nbytes))
+    copies = []
+    for spec, (user, v) in zip(outputs, g.outputs):
+        bid, off = where(v)
+        if bid != spec.buffer:
+            copies.append(CopyStep(BufferRange(bid, off), BufferRange(spec.buffer, 0), spec.nbytes))
+    if copies:
+        if steps:
+            steps.append(BarrierStep())
+        steps += copies
+    fn = Function(g.name if g.name else "main", tuple(inputs), tuple(outputs), tuple(steps))
+    from halbench import __version__ as version
+
+    return Manifest(tuple(buffers), tuple(executables), (fn,), tuple(weights),
+                    created_by=f"halbench {version}", source=dict(source),
+                    options={"target_devices": list(options.target_devices), "weights": options.weights},
+                    targets=tuple({"device": dev, "target": "host"} for dev in options.target_devices))

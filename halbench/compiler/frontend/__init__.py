@@ -1,0 +1,46 @@
+"""Importers: a model file -> an MLIR module in linalg on tensors (plus its constant data).
+
+``load(path, input_shapes)`` picks the importer by file type: ``.onnx`` goes through IREE's ONNX
+importer and torch-mlir's pipelines; ``.mlir`` is read as linalg on tensors (torch-dialect MLIR
+is lowered first).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from halbench.errors import UserError
+
+__all__ = ["Imported", "load"]
+
+
+@dataclass
+class Imported:
+    """An MLIR module in linalg on tensors and what parse needs besides it."""
+
+    module: Any
+    input_names: list[str] | None = None
+    output_names: list[str] | None = None
+    #: dense resource name -> data (bytes or array)
+    blobs: dict[str, Any] = field(default_factory=dict)
+    #: dense resource name -> the user-facing weight name
+    weight_names: dict[str, str] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def load(path: str | Path, input_shapes: Mapping[str, tuple[int, ...]] | None = None) -> Imported:
+    p = Path(path)
+    if not p.is_file():
+        raise UserError(f"model file not found: {p}")
+    suffix = p.suffix.lower()
+    if suffix == ".onnx":
+        from halbench.compiler.frontend.onnx import load_onnx
+
+        return load_onnx(p, dict(input_shapes or {}))
+    if suffix in (".mlir", ".mlirbc"):
+        from halbench.compiler.frontend.mlir import load_mlir
+
+        return load_mlir(p, dict(input_shapes or {}))
+    raise UserError(f"cannot compile '{p.name}': expected an .onnx or .mlir file")

@@ -1,0 +1,46 @@
+"""Flops and bytes of every dispatch (the reports' rooflines): flops count multiply-adds as 2,
+element-wise nodes as 1 each per point; bytes are what the bindings read and write once."""
+
+from __future__ import annotations
+
+from math import prod
+
+from halbench.compiler.ir import Graph, Op
+
+__all__ = ["cost", "op_flops"]
+
+
+def op_flops(op: Op, g: Graph) -> int:
+    a = op.attrs
+    if op.kind == "generic":
+        return prod(a["dims"]) * max(1, a["body"].count_ops())
+    out = g.types[op.outputs[0]]
+    n_out = out.size
+    if op.kind == "conv2d":
+        w = g.types[op.inputs[1]].shape
+        per = prod(w[-3:]) if a["layout"] in ("nchw", "ngchw", "nhwc_fhwc") else prod(w[:3])
+        return 2 * n_out * per
+    if op.kind == "depthwise_conv2d":
+        w = g.types[op.inputs[1]].shape
+        return 2 * n_out * (w[1] * w[2] if a["layout"] == "nchw" else w[0] * w[1])
+    if op.kind in ("matmul", "batch_matmul"):
+        x = g.types[op.inputs[0]].shape
+        k = x[-2] if a.get("transpose_a") else x[-1]
+        return 2 * n_out * k
+    if op.kind == "pool":
+        return n_out * prod(a["kernel"])
+    return 0
+
+
+def cost(graph: Graph) -> Graph:
+    g = graph.copy()
+    costs = {}
+    for i, d in enumerate(g.ops):
+        flops = op_flops(d.attrs["root"], g)
+        ep = d.attrs["epilogue"]
+        if ep is not None:
+            flops += op_flops(ep, g)
+        nbytes = sum(g.types[v].nbytes for v in d.inputs + d.outputs)
+        costs[i] = (int(flops), int(nbytes))
+    g.costs = costs
+    return g

@@ -1,0 +1,112 @@
+"""Fuse an element-wise generic into the generic that reads it (producer into consumer).
+
+The producer must be all-parallel with one result, read once, through a permutation output
+map; its body is inlined into the consumer and its input maps are composed with the
+consumer's map for it. Chains (bias broadcast -> add -> relu6, exp -> sum) collapse into one
+generic, which a GPU template then runs as one kernel with no intermediate tensor.
+"""
+
+from __future__ import annotations
+
+from halbench.compiler.ir import Body, Graph, Node, Op
+
+__all__ = ["fuse_elementwise", "fuse_generics"]
+
+
+def _fusable_producer(p: Op) -> bool:
+    if p.kind != "generic" or len(p.outputs) != 1:
+        return False
+    a = p.attrs
+    if "reduction" in a["iterators"]:
+        return False
+    out_map = a["maps"][len(p.inputs)]
+    dims = sorted(r[1] for r in out_map if r[0] == "d")
+    return all(r[0] == "d" for r in out_map) and dims == list(range(len(a["dims"])))
+
+
+def fuse_generics(p: Op, c: Op, slot: int) -> Op:
+    """Inline producer ``p`` into consumer ``c`` at input ``slot`` (p's output)."""
+    pa, ca = p.attrs, c.attrs
+    c_map = ca["maps"][slot]
+    p_out = pa["maps"][len(p.inputs)]
+    # Producer dim -> what it is in the consumer's iteration space (a dim or a constant).
+    subst = {r[1]: c_map[axis] for axis, r in enumerate(p_out)}
+    inputs: list[str] = []
+    maps: list = []
+    index_of: dict[tuple, int] = {}
+
+    def add(value: str, m) -> int:
+        key = (value, m)
+        if key not in index_of or m is None:
+            inputs.append(value)
+            maps.append(m)
+            index_of[key] = len(inputs) - 1
+        return index_of[key]
+
+    c_remap = {}
+    for i, v in enumerate(c.inputs):
+        if i != slot:
+            c_remap[i] = add(v, ca["maps"][i])
+    p_remap = {}
+    for i, v in enumerate(p.inputs):
+        m = pa["maps"][i]
+        p_remap[i] = add(v, None if m is None else tuple(subst[r[1]] if r[0] == "d" else r for r in m))
+    body = Body()
+    pn: dict[int, int] = {}
+    for i, n in enumerate(pa["body"].nodes):
+        args = tuple(pn[a] for a in n.args)
+        if n.op in ("arg", "extract") and n.op == "arg":
+            pn[i] = body.add(Node("arg", (), n.dtype, p_remap[n.value]))
+        elif n.op == "extract":
+            pn[i] = body.add(Node("extract", args, n.dtype, p_remap[n.value]))
+        elif n.op == "index":
+            s = subst[n.value]
+            pn[i] = body.add(Node("index", (), n.dtype, s[1]) if s[0] == "d" else Node("const", (), n.dtype, s[1]))
+        else:
+            pn[i] = body.add(Node(n.op, args, n.dtype, n.value))
+    p_result = pn[pa["body"].yields[0]]
+    cn: dict[int, int] = {}
+    for i, n in enumerate(ca["body"].nodes):
+        args = tuple(cn[a] for a in n.args)
+        if n.op == "arg" and n.value == slot:
+            cn[i] = p_result
+        elif n.op == "arg":
+            cn[i] = body.add(Node("arg", (), n.dtype, c_remap[n.value]))
+        elif n.op == "extract":
+            cn[i] = body.add(Node("extract", args, n.dtype, c_remap[n.value]))
+        else:
+            cn[i] = body.add(Node(n.op, args, n.dtype, n.value))
+    body.yields = [cn[y] for y in ca["body"].yields]
+    inits = [None if k is None else c_remap[k] for k in ca["inits"]]
+    attrs = dict(ca)
+    attrs.update(maps=maps + list(ca["maps"][len(c.inputs):]), body=body.live(), inits=inits)
+    return Op("generic", inputs, list(c.outputs), attrs, c.loc)
+
+
+def fuse_elementwise(graph: Graph) -> Graph:
+    g = graph.copy()
+    outputs = {v for _, v in g.outputs}
+    changed = True
+    while changed:
+        changed = False
+        producers = g.producers()
+        uses = g.uses()
+        for ci, c in enumerate(g.ops):
+            if c.kind != "generic":
+                continue
+            for slot, v in enumerate(c.inputs):
+                if v not in producers or uses.get(v, 0) != 1 or v in outputs:
+                    continue
+                if c.attrs["maps"][slot] is None or slot in c.attrs["inits"]:
+                    continue  # read by extract, or an accumulator's init: keep materialized
+                pi = producers[v]
+                p = g.ops[pi]
+                if not _fusable_producer(p):
+                    continue
+                g.ops[ci] = fuse_generics(p, c, slot)
+                del g.ops[pi]
+                changed = True
+                break
+            if changed:
+                break
+    return g

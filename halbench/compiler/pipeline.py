@@ -1,0 +1,50 @@
+"""The pass pipeline: one flat function, top to bottom; each line says why the pass runs."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Callable, TextIO
+
+from halbench.compiler.ir import Graph
+from halbench.compiler.passes.assign_buffers import assign_buffers
+from halbench.compiler.passes.canonicalize import canonicalize
+from halbench.compiler.passes.cost import cost
+from halbench.compiler.passes.fold_reshapes import fold_reshapes
+from halbench.compiler.passes.form_dispatches import form_dispatches
+from halbench.compiler.passes.fuse_elementwise import fuse_elementwise
+from halbench.compiler.passes.fuse_pad import fuse_pad
+from halbench.errors import UserError
+
+__all__ = ["run_pipeline", "PASSES"]
+
+PASSES = ("parse", "canonicalize", "fold_reshapes", "fuse_pad", "fuse_elementwise", "form_dispatches",
+          "assign_buffers", "cost")
+
+
+def run_pipeline(graph: Graph, dump_after: str | None = None, out: TextIO | None = None,
+                 timings: dict[str, float] | None = None) -> Graph:
+    """Run every pass in order; ``dump_after`` prints the IR after that pass (or ``all``)."""
+    if dump_after and dump_after != "all" and dump_after not in PASSES:
+        raise UserError(f"unknown pass '{dump_after}' for --dump-after; passes: {', '.join(PASSES)}, all")
+    out = out or sys.stdout
+    timings = timings if timings is not None else {}
+
+    def step(name: str, fn: Callable[[Graph], Graph], g: Graph) -> Graph:
+        t0 = time.perf_counter()
+        g = fn(g)
+        timings[name] = time.perf_counter() - t0
+        if dump_after in (name, "all"):
+            print(f"// ----- IR after {name} -----\n{g}", file=out)
+        return g
+
+    if dump_after in ("parse", "all"):
+        print(f"// ----- IR after parse -----\n{graph}", file=out)
+    g = step("canonicalize", canonicalize, graph)          # fills used only as inits, dead results
+    g = step("fold_reshapes", fold_reshapes, g)            # reshapes move no data: views
+    g = step("fuse_pad", fuse_pad, g)                      # convs read padding in bounds checks
+    g = step("fuse_elementwise", fuse_elementwise, g)      # chains of element-wise ops: one body
+    g = step("form_dispatches", form_dispatches, g)        # one root + epilogue per dispatch
+    g = step("assign_buffers", assign_buffers, g)          # liveness-packed transient arena
+    g = step("cost", cost, g)                              # flops / bytes for rooflines
+    return g

@@ -1,0 +1,12 @@
+"""NumPy kernels for the compiler's dispatch kinds (``hb.*``), registered on import.
+
+They live with the local drivers, not the compiler, because a bundle must run where no
+compiler is installed. Import this package before loading a bundle's local-v1 executables.
+"""
+
+from __future__ import annotations
+
+from halbench.drivers.local.ops import common, conv, data, matmul, pool  # noqa: F401  (registration)
+from halbench.drivers.local.ops.common import KERNELS
+
+__all__ = ["KERNELS"]

@@ -1,0 +1,66 @@
+"""What every ``hb.*`` kernel shares: bindings -> typed arrays, the root op, its epilogue.
+
+Attrs of every dispatch (written by ``halbench/compiler/codegen/local.py``):
+
+- ``operands``: one ``{"dtype", "shape"}`` per binding (inputs first, then outputs);
+- ``num_inputs``: how many bindings are inputs;
+- ``op``: the root op's own attrs; ``root_inputs``: binding index of each root operand;
+- ``epilogue`` (optional): a generic (see ``generic.py``) applied to the root's result, with
+  ``epilogue_inputs``: a binding index per operand, ``-1`` for the root's result.
+
+Kernels register ``parallel=False``: each is called once with the whole dispatch and computes
+it in a few large NumPy operations (exact, not fast).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from halbench.drivers.local.kernels import register_kernel
+from halbench.drivers.local.ops.generic import _DT, eval_generic
+
+__all__ = ["KERNELS", "dispatch_kernel", "binding_arrays"]
+
+#: kernel name -> root function ``fn(op_attrs, inputs) -> list of arrays | None``
+KERNELS: dict[str, Callable[..., Any]] = {}
+
+
+def binding_arrays(bindings: Sequence[np.ndarray], operands: Sequence[Mapping[str, Any]]) -> list[np.ndarray]:
+    out = []
+    for b, o in zip(bindings, operands):
+        dt = np.dtype(_DT[o["dtype"]]) if o["dtype"] != "bf16" else np.dtype(np.uint16)
+        shape = tuple(int(s) for s in o["shape"])
+        n = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+        out.append(b[:n].view(dt).reshape(shape))
+    return out
+
+
+def dispatch_kernel(name: str, root: Callable[[Mapping[str, Any], list[np.ndarray]], list[np.ndarray]]) -> None:
+    """Register ``root`` (which computes the op's results) as local kernel ``name``."""
+
+    def kernel(bindings: list[np.ndarray], constants: np.ndarray, attrs: Mapping[str, Any],
+               workgroups: tuple[int, int, int], wg_range: range) -> None:
+        arrays = binding_arrays(bindings, attrs["operands"])
+        n_in = int(attrs["num_inputs"])
+        outs = arrays[n_in:]
+        results = root(attrs["op"], [arrays[i] for i in attrs["root_inputs"]])
+        ep = attrs.get("epilogue")
+        if ep:
+            ep_ins = [results[0] if i < 0 else arrays[i] for i in attrs["epilogue_inputs"]]
+            eval_generic(ep, ep_ins, outs)
+            return
+        for o, r in zip(outs, results):
+            if r is not o:
+                o[...] = r
+
+    KERNELS[name] = root
+    register_kernel(name, kernel, parallel=False)
+
+
+def _generic(op: Mapping[str, Any], ins: list[np.ndarray]) -> list[np.ndarray]:
+    return eval_generic(op, ins)
+
+
+dispatch_kernel("hb.generic", _generic)

@@ -1,0 +1,24 @@
+"""``hb.matmul`` and ``hb.batch_matmul``: float32 GEMM (op attrs: ``transpose_a``, ``transpose_b``)."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+
+from halbench.drivers.local.ops.common import dispatch_kernel
+
+__all__ = ["matmul"]
+
+
+def matmul(op: Mapping[str, Any], ins: list[np.ndarray]) -> list[np.ndarray]:
+    a, b = ins
+    if op.get("transpose_a"):
+        a = np.swapaxes(a, -1, -2)
+    if op.get("transpose_b"):
+        b = np.swapaxes(b, -1, -2)
+    return [np.matmul(a, b).astype(a.dtype, copy=False)]
+
+
+dispatch_kernel("hb.matmul", matmul)
+dispatch_kernel("hb.batch_matmul", matmul)

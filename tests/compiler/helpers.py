@@ -1,0 +1,47 @@
+"""Compile a model, run it on local-sync:// through the runtime, compare with onnxruntime."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import halbench.drivers.local.ops  # noqa: F401  (registers the hb.* kernels)
+from halbench.compiler import CompileOptions, compile_model
+
+
+def rel_err(out: np.ndarray, ref: np.ndarray) -> float:
+    out, ref = np.asarray(out, np.float64), np.asarray(ref, np.float64)
+    denom = np.linalg.norm(ref)
+    return float(np.linalg.norm(out - ref) / (denom if denom else 1.0))
+
+
+def onnx_reference(path: str | Path, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    sess = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+    return sess.run(None, feeds)
+
+
+def run_local(bundle_path: str | Path, feeds: dict[str, np.ndarray] | list[np.ndarray],
+              device: str = "local-sync://") -> list[np.ndarray]:
+    from halbench.drivers import create_device
+    from halbench.runtime.module import Module
+
+    with create_device(device) as dev:
+        m = Module.load(str(bundle_path), dev)
+        try:
+            return m.invoke(None, feeds)
+        finally:
+            m.close()
+
+
+def compile_and_run(model_path: str | Path, feeds: dict[str, np.ndarray], tmp: Path,
+                    **options: Any) -> tuple[list[np.ndarray], Any]:
+    cm = compile_model(model_path, CompileOptions(**options))
+    out = tmp / (Path(model_path).stem + ".hbx")
+    cm.write(out)
+    return run_local(out, feeds), cm
