@@ -121,7 +121,11 @@ def _probe() -> list[DeviceInfo]:
         layers = _names(ffi, lib.vkEnumerateInstanceLayerProperties, "VkLayerProperties[]", "layerName")
         instance = _create_instance(vk, inst_exts)
     except vk.VkError as e:
-        raise DriverUnavailable(DRIVER, f"vkCreateInstance failed: {_vk_status(e)}") from e
+        status = _vk_status(e)
+        # The loader answers INCOMPATIBLE_DRIVER when it finds no ICD at all.
+        hint = " (no Vulkan driver found: install mesa-vulkan-drivers or the GPU vendor's driver)" \
+            if status == "VK_ERROR_INCOMPATIBLE_DRIVER" else ""
+        raise DriverUnavailable(DRIVER, f"vkCreateInstance failed: {status}{hint}") from e
     try:
         try:
             physical = vk.vkEnumeratePhysicalDevices(instance)

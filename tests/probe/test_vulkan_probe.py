@@ -110,3 +110,50 @@ def test_to_dict_is_json_ready(lavapipe: DeviceInfo) -> None:
 
     d = json.loads(json.dumps(lavapipe.to_dict()))
     assert d["uri"] == lavapipe.uri and d["tiers"][0] == {"name": "vulkan-1.3", "supported": True, "missing": []}
+
+
+def test_no_icd_is_unavailable_with_reason() -> None:
+    import os
+    import subprocess
+    import sys
+
+    code = ("from halbench.errors import DriverUnavailable\nfrom halbench.probe import vulkan\n"
+            "try:\n    print(len(vulkan.query_devices()))\nexcept DriverUnavailable as e:\n    print(e.reason)")
+    env = {**os.environ, "VK_ICD_FILENAMES": "/nonexistent/icd.json", "VK_DRIVER_FILES": "/nonexistent/icd.json"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert out.returncode == 0, out.stderr
+    line = out.stdout.strip().splitlines()[-1]
+    assert line == "0" or line.startswith("vkCreateInstance failed: VK_ERROR_")
+
+
+def test_missing_loader_is_unavailable(monkeypatch) -> None:
+    import importlib.abc
+    import sys
+
+    class NoLoader(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name == "vulkan":  # what the binding raises when libvulkan.so.1 cannot be dlopened
+                raise OSError("Cannot find Vulkan SDK version")
+            return None
+
+    monkeypatch.delitem(sys.modules, "vulkan", raising=False)
+    monkeypatch.setattr(sys, "meta_path", [NoLoader(), *sys.meta_path])
+    try:
+        vulkan._probe()
+    except vulkan.DriverUnavailable as e:
+        assert e.driver == "vulkan" and e.reason.startswith("libvulkan.so.1 not found")
+    else:
+        raise AssertionError("expected DriverUnavailable")
+
+
+def test_raw_struct_for_types_the_binding_lacks() -> None:
+    import pytest
+
+    vk = pytest.importorskip("vulkan")
+    members = ("shaderBFloat16Type", "shaderBFloat16DotProduct", "shaderBFloat16CooperativeMatrix")
+    s = vulkan._Struct(vk, "VkPhysicalDeviceNotInThisBindingKHR", 1000141000, members)
+    assert s.raw and s.ptr.sType == 1000141000 and [s.get(m) for m in members] == [0, 0, 0]
+    vk.ffi.cast("uint32_t*", s.owner)[vk.ffi.sizeof("VkBaseOutStructure") // 4 + 1] = 1  # as a driver would
+    assert [s.get(m) for m in members] == [0, 1, 0]
+    with pytest.raises(LookupError):  # no raw layout known: the probe reports it under errors
+        vulkan._Struct(vk, "VkPhysicalDeviceNotInThisBindingKHR", "VK_STRUCTURE_TYPE_NOT_THERE", members)
