@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import ctypes
 import os
 import threading
@@ -95,7 +96,9 @@ class GpuDevice(Device):
         self._pending_signals: list[tuple[Any, tuple]] = []  # without memops: (event, signals)
         self._semaphores: list[Any] = []
         self._command_buffers: "set[Any]" = set()
-        self._last_done: Any = None
+        self._submit_lock = threading.RLock()
+        self._deferred: "collections.deque[tuple[tuple, Callable[[], None]]]" = collections.deque()
+        self._worker: threading.Thread | None = None
 
     # -- context ----------------------------------------------------------------------
     def _enter(self) -> None:
@@ -202,11 +205,40 @@ class GpuDevice(Device):
     # -- semaphores without stream memops --------------------------------------------
     def _retire(self) -> None:
         """Apply the signals of finished submissions (host-side semaphores only)."""
-        while self._pending_signals and self.api.event_done(self._pending_signals[0][0]):
-            event, signals = self._pending_signals.pop(0)
-            for sem, value in signals:
-                sem._set(value)
-            self._give_event(event, False)
+        with self._submit_lock:
+            self._enter()
+            while self._pending_signals and self.api.event_done(self._pending_signals[0][0]):
+                event, signals = self._pending_signals.pop(0)
+                for sem, value in signals:
+                    sem._set(value)
+                self._give_event(event, False)
+
+    def _defer(self, waits: tuple, job: Callable[[], None]) -> None:
+        """Hand a submission to the submission thread (called with _submit_lock held)."""
+        self._deferred.append((waits, job))
+        if self._worker is None:
+            self._worker = threading.Thread(target=self._submission_thread, daemon=True,
+                                            name=f"halbench-submit-{self.uri}")
+            self._worker.start()
+
+    def _submission_thread(self) -> None:
+        # Waits while the device is open; each Submission.wait() keeps its own timeout.
+        while not self.closed and not self.lost:
+            with self._submit_lock:
+                if not self._deferred:
+                    self._worker = None
+                    return
+                waits, job = self._deferred[0]
+            if all(sem._value() >= v for sem, v in waits):
+                with self._submit_lock:
+                    self._enter()
+                    try:
+                        job()
+                    except DriverError:
+                        pass  # the device is lost: its submissions never finish
+                    self._deferred.popleft()
+            else:
+                time.sleep(50e-6)
 
     # -- closing ----------------------------------------------------------------------
     def wait_idle(self, timeout_s: float = DEFAULT_TIMEOUT_S) -> bool:
@@ -216,6 +248,8 @@ class GpuDevice(Device):
 
     def close(self) -> None:
         # Wait for the GPU before the base class frees buffers that queued work may still use.
+        with self._submit_lock:
+            self._deferred.clear()  # held-back submissions are dropped, not run after close
         if not self.closed and not self.lost:
             try:
                 if not self.wait_idle(10.0):

@@ -9,8 +9,9 @@ writes the value. Limits: the device has one in-order stream, so a submission th
 a value only a LATER submission signals deadlocks (it times out; Vulkan allows it).
 
 Devices without 64-bit stream memory operations fall back to host-side state: signals are
-applied when the host sees the submission's event complete, and unmet waits are waited for on
-the host (bounded) inside submit().
+applied when the host sees the submission's event complete, and a submission with unmet waits
+(and every one after it, to keep the order) is handed to a per-device submission thread that
+queues it once the values are reached (``HALBENCH_<API>_STREAM_MEMOPS=0`` forces this path).
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from typing import Any
 
 from halbench.drivers._gpu.api import poll
 from halbench.drivers._gpu.device import host_array
-from halbench.errors import WaitTimeout
 from halbench.hal import DEFAULT_TIMEOUT_S, DispatchTiming, Profile, Semaphore, Submission
 
 __all__ = ["GpuSemaphore", "GpuSubmission", "submit"]
@@ -72,9 +72,13 @@ class GpuSubmission(Submission):
         super().__init__(device, cb)
         self._event = event
         self._t0, self._t1 = t0, t1
+        self._u0 = self._u1 = None
         self._total_source = total_source
+        self._pending = False  # True while the submission thread holds it back
 
     def _finished(self) -> bool:
+        if self._pending:
+            return False
         if self._event is None:
             return True
         self.device._enter()
@@ -125,52 +129,52 @@ class GpuSubmission(Submission):
 
 
 def submit(device: Any, cb: Any, wait: tuple, signal: tuple) -> GpuSubmission:
-    """Queue ``cb`` on the device's stream behind ``wait`` and ahead of ``signal``."""
-    import time
-
-    submitted_ns = time.monotonic_ns()
-    api, stream = device.api, device.stream
+    """Queue ``cb`` on the device's stream behind ``wait`` and ahead of ``signal``; never blocks
+    on an unmet wait (see the module docstring)."""
     if cb.profile and cb.inflight_profiled is not None:
         # The dispatch events belong to the command buffer: read the previous run's times
         # before this run records over them.
         prev = cb.inflight_profiled
         prev.wait(DEFAULT_TIMEOUT_S)
         prev.profile()
-    with device._lock:  # the stream is shared: each submission's calls stay together
-        for sem, value in wait:
-            if device.stream_memops:
-                api.stream_wait_value64(stream, sem.ptr, value)
-            elif not sem._wait(value, DEFAULT_TIMEOUT_S):
-                raise WaitTimeout(f"submission on {device.uri} waited {DEFAULT_TIMEOUT_S} s for a semaphore "
-                                  f"to reach {value} (this device waits on the host: no stream memory ops)")
-        t0 = t1 = u0 = u1 = None
-        source = "timestamps"
-        if cb.profile:
-            if device.unprofiled_total and device.use_graphs and cb.ops:
-                u0, u1 = device._take_event(True), device._take_event(True)
-                api.event_record(u0, stream)
-                api.graph_launch(cb.unprofiled(), stream)
-                api.event_record(u1, stream)
-                source = "unprofiled"
-            t0, t1 = device._take_event(True), device._take_event(True)
-            api.event_record(t0, stream)
-        cb.enqueue(stream)
-        if t1 is not None:
-            api.event_record(t1, stream)
-        done = device._take_event(False)
-        if signal and device.stream_memops:
-            for sem, value in signal:
-                api.stream_write_value64(stream, sem.ptr, value)
-        api.event_record(done, stream)
-        if signal and not device.stream_memops:
-            signal_event = device._take_event(False)
-            api.event_record(signal_event, stream)
-            device._pending_signals.append((signal_event, signal))
-    sub = GpuSubmission(device, cb, done, t0, t1, source)
-    sub._u0, sub._u1 = u0, u1
-    sub.host_submit_ns = submitted_ns
+    sub = GpuSubmission(device, cb, None)
     if cb.profile:
         cb.inflight_profiled = sub
+    with device._submit_lock:  # the stream is shared: each submission's calls stay together
+        if device.stream_memops or not (device._deferred or any(s._value() < v for s, v in wait)):
+            _enqueue(device, cb, wait, signal, sub)
+        else:
+            # Host-side waits: the device's submission thread queues this (and everything
+            # submitted after it, to keep the order) once the values are reached.
+            sub._pending = True
+            device._defer(wait, lambda: _enqueue(device, cb, (), signal, sub))
     return sub
 
 
+def _enqueue(device: Any, cb: Any, wait: tuple, signal: tuple, sub: GpuSubmission) -> None:
+    api, stream = device.api, device.stream
+    for sem, value in wait:
+        api.stream_wait_value64(stream, sem.ptr, value)
+    if cb.profile:
+        if device.unprofiled_total and device.use_graphs and cb.ops:
+            sub._u0, sub._u1 = device._take_event(True), device._take_event(True)
+            api.event_record(sub._u0, stream)
+            api.graph_launch(cb.unprofiled(), stream)
+            api.event_record(sub._u1, stream)
+            sub._total_source = "unprofiled"
+        sub._t0, sub._t1 = device._take_event(True), device._take_event(True)
+        api.event_record(sub._t0, stream)
+    cb.enqueue(stream)
+    if sub._t1 is not None:
+        api.event_record(sub._t1, stream)
+    done = device._take_event(False)
+    if signal and device.stream_memops:
+        for sem, value in signal:
+            api.stream_write_value64(stream, sem.ptr, value)
+    api.event_record(done, stream)
+    if signal and not device.stream_memops:
+        signal_event = device._take_event(False)
+        api.event_record(signal_event, stream)
+        device._pending_signals.append((signal_event, signal))
+    sub._event = done
+    sub._pending = False
