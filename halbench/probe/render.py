@@ -81,6 +81,8 @@ def _human_bytes(n: int) -> str:
 def _scalar(key: str, value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, int) and key.endswith(("identity.vendor_id", "identity.device_id")):
+        return f"0x{value:04x}"  # PCI ids are read in hex everywhere else (lspci, vulkaninfo)
     if isinstance(value, int) and key.endswith("_bytes") and value >= 1024:
         return f"{value} ({_human_bytes(value)})"
     if isinstance(value, float):
