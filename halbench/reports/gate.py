@@ -20,10 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from halbench.bench.stats import Comparison, compare_samples
-from halbench.errors import UserError
 from halbench.reports.compare import fmt_ms, timing_samples
 
-__all__ = ["ALPHA", "DEFAULT_THRESHOLD", "GateInputError", "Outcome", "GateReport", "run_gate",
+__all__ = ["ALPHA", "DEFAULT_THRESHOLD", "unusable_report", "Outcome", "GateReport", "run_gate",
            "render_text", "render_markdown", "render_junit"]
 
 ALPHA = 0.01
@@ -31,15 +30,11 @@ DEFAULT_THRESHOLD = 0.05
 EXIT_PASS, EXIT_REGRESSION, EXIT_UNUSABLE = 0, 1, 2
 
 
-class GateInputError(UserError):
-    """The gate cannot judge these files (the CLI exits 2)."""
-
-
 @dataclass(frozen=True)
 class Outcome:
     name: str
     device: str
-    result: str  # pass | fail | skipped | unusable
+    result: str  # pass | fail | new | skipped | unusable
     reason: str
     threshold: float
     noise_floor_ms: float
@@ -104,6 +99,10 @@ def _judge(name: str, device: str, b: dict[str, Any], c: dict[str, Any], thresho
     if bs == cs == "skipped":
         return Outcome(name, device, "skipped", f"skipped on both sides: {c.get('error')}",
                        threshold, floor)
+    if bs != "ok" and cs == "ok":
+        # Nothing to regress from (the baseline failed or was wrong); said, not silently passed.
+        return Outcome(name, device, "new", f"no baseline timing (baseline status {bs!r}); "
+                       f"candidate runs", threshold, floor)
     if bs != "ok" or cs != "ok":
         return (f"{name} on {device}: cannot judge: baseline status {bs!r}, candidate status "
                 f"{cs!r} ({c.get('error') or b.get('error')})")
@@ -174,6 +173,16 @@ def run_gate(base: dict[str, Any], cand: dict[str, Any], *, threshold: float | N
     return report
 
 
+def unusable_report(problem: str, *, baseline: str = "", candidate: str = "",
+                    threshold: float | None = None, noise_floor_ms: float | None = None,
+                    alpha: float = ALPHA) -> GateReport:
+    """The report for files that could not even be read: CI still gets a summary and exit 2."""
+    return GateReport([], problems=[problem], baseline=baseline, candidate=candidate,
+                      settings={"threshold": DEFAULT_THRESHOLD if threshold is None else threshold,
+                                "noise_floor_ms": noise_floor_ms or 0.0, "alpha": alpha,
+                                "overrides": {}})
+
+
 def _row(o: Outcome) -> list[str]:
     c = o.comparison
     base = fmt_ms(c.base.median) if c else "-"
@@ -209,7 +218,7 @@ def render_text(r: GateReport) -> str:
     return "\n".join(out)
 
 
-_ICON = {"pass": "✅", "fail": "❌", "skipped": "⏭️", "unusable": "⚠️"}
+_ICON = {"pass": "✅", "fail": "❌", "new": "🆕", "skipped": "⏭️", "unusable": "⚠️"}
 
 
 def render_markdown(r: GateReport) -> str:
@@ -220,7 +229,7 @@ def render_markdown(r: GateReport) -> str:
         lines += ["### Unusable input", ""] + [f"- {p}" for p in r.problems] + [""]
     if r.notes:
         lines += [f"> {n}" for n in r.notes] + [""]
-    order = {"fail": 0, "unusable": 1, "pass": 2, "skipped": 3}
+    order = {"fail": 0, "unusable": 1, "new": 2, "pass": 3, "skipped": 4}
     lines += ["| | " + " | ".join(_HEADER) + " |", "|---|" + "---|" * len(_HEADER)]
     for o in sorted(r.outcomes, key=lambda o: order[o.result]):
         cells = [c.replace("|", "\\|") for c in _row(o)]
@@ -236,7 +245,7 @@ def render_junit(r: GateReport) -> str:
     suite = ET.Element("testsuite", name="halbench gate", tests=str(len(r.outcomes)),
                        failures=str(len(r.failures)),
                        errors=str(sum(o.result == "unusable" for o in r.outcomes)),
-                       skipped=str(sum(o.result == "skipped" for o in r.outcomes)))
+                       skipped=str(sum(o.result in ("skipped", "new") for o in r.outcomes)))
     props = ET.SubElement(suite, "properties")
     for k in ("threshold", "noise_floor_ms", "alpha"):
         ET.SubElement(props, "property", name=k, value=str(r.settings[k]))
@@ -249,7 +258,7 @@ def render_junit(r: GateReport) -> str:
             ET.SubElement(case, "failure", message=o.reason, type="regression").text = o.statistic
         elif o.result == "unusable":
             ET.SubElement(case, "error", message=o.reason, type="unusable")
-        elif o.result == "skipped":
+        elif o.result in ("skipped", "new"):
             ET.SubElement(case, "skipped", message=o.reason)
         else:
             ET.SubElement(case, "system-out").text = f"{o.statistic}: {o.reason}"

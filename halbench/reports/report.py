@@ -1,0 +1,87 @@
+"""``halbench report RESULTS... -o report.html``: one self-contained HTML file from stored results.
+
+The page opens offline and in CI artifact viewers: CSS, the table-sorting script and the charts
+(matplotlib SVG) are inline; nothing is fetched. The data preparation lives in
+:mod:`halbench.reports.report_data`; this module draws the charts and fills the template.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from halbench import __version__
+from halbench.bench.results import read_results
+from halbench.reports import charts
+from halbench.reports.report_data import build_context
+
+__all__ = ["render_report", "write_report"]
+
+
+def _charts(ctx: dict[str, Any]) -> None:
+    models = ctx["models"]
+    if models["rows"]:
+        series = [charts.Series(col["label"], [
+            (c["median"], c["p10"], c["p90"]) if c.get("median") is not None else None
+            for c in (row["cells"][i] for row in models["rows"])])
+            for i, col in enumerate(ctx["columns"])]
+        ctx["latency_svg"] = charts.latency_chart([r["name"] for r in models["rows"]], series)
+    else:
+        ctx["latency_svg"] = ""
+    for i, roof in enumerate(ctx["rooflines"]):
+        ceilings = [charts.Ceiling(**c) for c in roof["ceilings"]]
+        roof["svg"] = charts.roofline_chart(roof["title"], roof["points"], ceilings, salt=f"roof{i}")
+
+
+def render_report(paths: list[str | os.PathLike]) -> str:
+    """Read the results files and return the report's HTML."""
+    import jinja2
+    from markupsafe import Markup
+
+    docs = [(Path(p), read_results(p)) for p in paths]
+    ctx = build_context(docs)
+    _charts(ctx)
+    ctx["latency_svg"] = Markup(ctx["latency_svg"])  # our own matplotlib output, not user text
+    for roof in ctx["rooflines"]:
+        roof["svg"] = Markup(roof["svg"])
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("halbench.reports", "templates"),
+        autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.filters["ms"] = _fmt_ms
+    env.filters["num"] = _fmt_num
+    return env.get_template("report.html.j2").render(**ctx, halbench_version=__version__)
+
+
+def write_report(paths: list[str | os.PathLike], out: str | os.PathLike) -> Path:
+    """Render and write atomically (a half-written report in a CI artifact helps nobody)."""
+    html = render_report(paths)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp")
+    tmp.write_text(html, encoding="utf-8")
+    os.replace(tmp, out)
+    return out
+
+
+def _fmt_ms(value: float | None) -> str:
+    if value is None:
+        return "–"
+    if value >= 100:
+        return f"{value:,.1f}"
+    if value >= 1:
+        return f"{value:.2f}"
+    if value >= 0.01:
+        return f"{value:.3f}"
+    return f"{value:.4f}"
+
+
+def _fmt_num(value: float | None, digits: int = 3) -> str:
+    """A rate in 3 significant digits with thousands separators: 2,565 / 43.1 / 0.0712."""
+    if value is None:
+        return "–"
+    if value == 0:
+        return "0"
+    if abs(value) >= 10 ** digits:
+        return f"{value:,.0f}"
+    return f"{value:.{digits}g}"
