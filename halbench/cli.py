@@ -248,3 +248,96 @@ def _options(cls: type, given: dict) -> object:
     if unknown:
         raise UserError(f"this compiler does not take --{unknown[0].replace('_', '-')}")
     return cls(**{k: v for k, v in given.items() if k in fields and v is not None})
+
+
+# -- results: compare, gate, report, trace (halbench.reports; they read stored results only) ---
+
+RESULTS_FILE = click.Path(dir_okay=False)
+
+
+@main.command("compare")
+@click.argument("base", type=RESULTS_FILE)
+@click.argument("new", type=RESULTS_FILE)
+@click.option("--format", "fmt", type=click.Choice(["text", "markdown", "json"]), default="text",
+              show_default=True, help="Output format.")
+def compare_cmd(base: str, new: str, fmt: str) -> None:
+    """Compare two results files: per benchmark, medians, change, significance and a verdict."""
+    from halbench.bench.results import read_results
+    from halbench.reports.compare import compare_results, render
+
+    rows = compare_results(read_results(base), read_results(new))
+    click.echo(render(rows, fmt, base_label=base, new_label=new))
+
+
+@main.command("gate")
+@click.option("--baseline", required=True, type=RESULTS_FILE, help="Results of the reference run.")
+@click.option("--candidate", required=True, type=RESULTS_FILE, help="Results of the run to judge.")
+@click.option("--threshold", type=click.FloatRange(0, 10), default=None,
+              help="Relative slowdown that may fail, 0.05 = 5%  [default: the suite's gate, else 0.05]")
+@click.option("--noise-floor-ms", type=click.FloatRange(0), default=None,
+              help="Slowdowns below this many ms never fail  [default: the suite's gate, else 0]")
+@click.option("--summary", type=click.Path(dir_okay=False),
+              help="Append a Markdown summary to this file (e.g. $GITHUB_STEP_SUMMARY).")
+@click.option("--junit", type=click.Path(dir_okay=False), help="Write JUnit XML to this file.")
+@click.option("--allow-device-mismatch", is_flag=True,
+              help="Judge even when device UUID, name or driver version differ.")
+@click.pass_context
+def gate_cmd(ctx: click.Context, baseline: str, candidate: str, threshold: float | None,
+             noise_floor_ms: float | None, summary: str | None, junit: str | None,
+             allow_device_mismatch: bool) -> None:
+    """Fail (exit 1) only on a significant performance regression of CANDIDATE against BASELINE.
+
+    Exit 0: no significant regression. Exit 1: a benchmark is slower than its threshold, by more
+    than the noise floor, and significantly so (Mann-Whitney U on raw samples, alpha 0.01), or
+    computes wrong results. Exit 2: unusable input (unreadable files, missing benchmarks,
+    mismatched devices), never a silent pass.
+    """
+    from pathlib import Path
+
+    from halbench.bench.results import read_results
+    from halbench.reports import gate
+
+    try:
+        report = gate.run_gate(read_results(baseline), read_results(candidate), threshold=threshold,
+                               noise_floor_ms=noise_floor_ms,
+                               allow_device_mismatch=allow_device_mismatch)
+    except HalbenchError as e:  # an unreadable file is unusable input: exit 2, not 1
+        report = gate.unusable_report(str(e), baseline=baseline, candidate=candidate,
+                                      threshold=threshold, noise_floor_ms=noise_floor_ms)
+    click.echo(gate.render_text(report))
+    if summary:
+        with open(summary, "a", encoding="utf-8") as f:
+            f.write(gate.render_markdown(report))
+    if junit:
+        Path(junit).write_text(gate.render_junit(report), encoding="utf-8")
+    ctx.exit(report.exit_code)
+
+
+@main.command("report")
+@click.argument("results", nargs=-1, required=True, type=RESULTS_FILE)
+@click.option("-o", "--output", default="report.html", show_default=True, type=click.Path(dir_okay=False),
+              help="The HTML file to write.")
+def report_cmd(results: tuple[str, ...], output: str) -> None:
+    """Write one self-contained HTML report (opens offline) from one or more results files."""
+    from halbench.reports.report import write_report
+
+    path = write_report(list(results), output)
+    click.echo(f"wrote {path} ({path.stat().st_size / 1e3:,.0f} kB)")
+
+
+@main.command("trace")
+@click.argument("results", type=RESULTS_FILE)
+@click.option("--benchmark", default=None, help="Only the benchmark of this name.")
+@click.option("-o", "--output", default="trace.json", show_default=True, type=click.Path(dir_okay=False),
+              help="The Chrome trace-event JSON file to write (open in ui.perfetto.dev).")
+def trace_cmd(results: str, benchmark: str | None, output: str) -> None:
+    """Export stored dispatch timings as a Chrome / Perfetto trace: one track per device queue."""
+    from pathlib import Path
+
+    from halbench.bench.results import read_results
+    from halbench.reports.trace import to_trace_events
+
+    trace = to_trace_events(read_results(results), benchmark)
+    Path(output).write_text(json.dumps(trace), encoding="utf-8")
+    slices = sum(1 for e in trace["traceEvents"] if e.get("cat") == "dispatch")
+    click.echo(f"wrote {output} ({slices} dispatch slices)")
