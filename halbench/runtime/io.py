@@ -83,15 +83,17 @@ def _values(tokens: list[str], dtype: str, where: str) -> np.ndarray:
             return np.array([lookup[t.lower()] for t in tokens], dtype=np.bool_)
         if dt.kind in "iu" and dtype != "bf16":
             ints = [int(t, 16) if t.lower().lstrip("+-").startswith("0x") else int(t) for t in tokens]
-            info = np.iinfo(dt)
-            bad = [v for v in ints if not info.min <= v <= info.max]
-            if bad:
-                raise UserError(f"malformed --input {where}: {bad[0]} does not fit in {dtype}")
-            return np.array(ints, dtype=dt)
-        floats = np.array([float(t) for t in tokens], dtype=np.float64)
+        else:
+            floats = np.array([float(t) for t in tokens], dtype=np.float64)
     except (KeyError, ValueError):
         raise UserError(f"malformed --input {where}: values must be {dtype} numbers separated by "
                         f"commas or spaces") from None
+    if dt.kind in "iu" and dtype != "bf16":
+        info = np.iinfo(dt)
+        bad = [v for v in ints if not info.min <= v <= info.max]
+        if bad:
+            raise UserError(f"malformed --input {where}: {bad[0]} does not fit in {dtype}")
+        return np.array(ints, dtype=dt)
     if dtype == "bf16":
         return f32_to_bf16(floats.astype(np.float32))
     with np.errstate(over="ignore"):  # 1e40 as f32 is inf, as a C parser would make it
