@@ -14,11 +14,12 @@ from halbench.compiler.passes.fold_reshapes import fold_reshapes
 from halbench.compiler.passes.form_dispatches import form_dispatches
 from halbench.compiler.passes.fuse_elementwise import fuse_elementwise
 from halbench.compiler.passes.fuse_pad import fuse_pad
+from halbench.compiler.passes.inline_constants import inline_constants
 from halbench.errors import UserError
 
 __all__ = ["run_pipeline", "PASSES"]
 
-PASSES = ("parse", "canonicalize", "fold_reshapes", "fuse_pad", "fuse_elementwise", "form_dispatches",
+PASSES = ("parse", "inline_constants", "canonicalize", "fold_reshapes", "fuse_pad", "fuse_elementwise", "form_dispatches",
           "assign_buffers", "cost")
 
 
@@ -40,7 +41,8 @@ def run_pipeline(graph: Graph, dump_after: str | None = None, out: TextIO | None
 
     if dump_after in ("parse", "all"):
         print(f"// ----- IR after parse -----\n{graph}", file=out)
-    g = step("canonicalize", canonicalize, graph)          # fills used only as inits, dead results
+    g = step("inline_constants", inline_constants, graph)  # 1-element weights become literals
+    g = step("canonicalize", canonicalize, g)              # fills used only as inits, dead results
     g = step("fold_reshapes", fold_reshapes, g)            # reshapes move no data: views
     g = step("fuse_pad", fuse_pad, g)                      # convs read padding in bounds checks
     g = step("fuse_elementwise", fuse_elementwise, g)      # chains of element-wise ops: one body

@@ -55,7 +55,7 @@ def print_op(op: Op, g: Graph, indent: str = "  ") -> list[str]:
 
 def print_graph(g: Graph) -> str:
     ins = ", ".join(f"{v}: {g.types[v]}" for _, v in g.inputs)
-    lines = [f"func @{g.name}({ins}) -> ({', '.join(v for _, v in g.outputs)})"]
+    lines = [f"func @{g.name}({ins}) -> ({', '.join(f'{u}={v}' for u, v in g.outputs)})"]
     for name, w in g.weights.items():
         lines.append(f"  weight {name}: {w.type}")
     for v, src in g.views.items():

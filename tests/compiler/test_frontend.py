@@ -1,0 +1,136 @@
+"""Import paths and bad input: old opsets, initializers as inputs, dynamic dims and overrides,
+MLIR text (inline and dense_resource weights), and one clear error line for what is wrong."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from halbench.compiler import CompileOptions, compile_model
+from halbench.errors import CompileError, UserError
+from tests.compiler.helpers import compile_and_run, onnx_reference, rel_err, run_local
+from tests.compiler.onnx_cases import _rand
+
+pytest.importorskip("iree.compiler")
+pytest.importorskip("onnxruntime")
+
+
+def _conv_softmax(opset: int, dims: list, weights_as_inputs: bool = False) -> onnx.ModelProto:
+    rng = np.random.default_rng(1)
+    w = numpy_helper.from_array(_rand(rng, (4, 3, 3, 3)), "W")
+    fc = numpy_helper.from_array(_rand(rng, (4 * 6 * 6, 5)), "FC")
+    shape = numpy_helper.from_array(np.array([0, -1], np.int64), "shape")
+    nodes = [helper.make_node("Conv", ["x", "W"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("Reshape", ["r", "shape"], ["f"]),
+             helper.make_node("MatMul", ["f", "FC"], ["m"]),
+             helper.make_node("Softmax", ["m"], ["y"], axis=1)]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, dims)]
+    if weights_as_inputs:
+        inputs += [helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)) for t in (w, fc, shape)]
+    g = helper.make_graph(nodes, "g", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                          [w, fc, shape])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 7 if opset >= 12 else 5
+    return m
+
+
+def _check(tmp_path: Path, model: onnx.ModelProto, x: np.ndarray, **options) -> None:
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    ref = onnx_reference(path, {"x": x})
+    out, _ = compile_and_run(path, {"x": x}, tmp_path, **options)
+    assert rel_err(out[0], ref[0]) <= 1e-4
+
+
+@pytest.mark.parametrize("opset", [9, 11, 13, 17])
+def test_opsets(opset: int, tmp_path: Path) -> None:
+    _check(tmp_path, _conv_softmax(opset, [1, 3, 6, 6]), _rand(np.random.default_rng(2), (1, 3, 6, 6)))
+
+
+def test_initializers_listed_as_inputs_are_weights(tmp_path: Path) -> None:
+    model = _conv_softmax(9, [1, 3, 6, 6], weights_as_inputs=True)
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    cm = compile_model(path)
+    assert [t.name for t in cm.manifest.functions[0].inputs] == ["x"]
+    assert {"W", "FC"} <= {w.name for w in cm.manifest.weights}
+
+
+def test_dynamic_dim_is_refused_naming_the_input(tmp_path: Path) -> None:
+    path = tmp_path / "m.onnx"
+    onnx.save(_conv_softmax(17, ["batch", 3, 6, 6]), path)
+    with pytest.raises(UserError, match="input 'x' has a dynamic dimension 0"):
+        compile_model(path)
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_input_shape_override(batch: int, tmp_path: Path) -> None:
+    x = _rand(np.random.default_rng(3), (batch, 3, 6, 6))
+    _check(tmp_path, _conv_softmax(17, ["batch", 3, 6, 6]), x, input_shapes={"x": (batch, 3, 6, 6)})
+
+
+def test_input_shape_for_unknown_input(tmp_path: Path) -> None:
+    path = tmp_path / "m.onnx"
+    onnx.save(_conv_softmax(17, [1, 3, 6, 6]), path)
+    with pytest.raises(UserError, match="model's inputs are"):
+        compile_model(path, CompileOptions(input_shapes={"nope": (1, 2)}))
+
+
+@pytest.mark.parametrize("k", [8, 300])   # 300x300 stays a dense_resource blob in the text
+def test_mlir_text_input(k: int, tmp_path: Path) -> None:
+    from halbench.compiler.frontend import load
+
+    rng = np.random.default_rng(4)
+    w = numpy_helper.from_array(_rand(rng, (k, k)), "W")
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "W"], ["m"]), helper.make_node("Tanh", ["m"], ["y"])],
+                          "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, k])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, k])], [w])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.save(m, tmp_path / "m.onnx")
+    (tmp_path / "m.mlir").write_text(str(load(tmp_path / "m.onnx").module))
+    x = _rand(rng, (2, k))
+    cm = compile_model(tmp_path / "m.mlir")
+    cm.write(tmp_path / "m.hbx")
+    out = run_local(tmp_path / "m.hbx", [x])
+    assert rel_err(out[0], onnx_reference(tmp_path / "m.onnx", {"x": x})[0]) <= 1e-4
+
+
+def test_malformed_onnx(tmp_path: Path) -> None:
+    (tmp_path / "bad.onnx").write_bytes(b"\x08\x07garbage-not-a-protobuf\xff\xff")
+    with pytest.raises(UserError, match="not a valid ONNX model"):
+        compile_model(tmp_path / "bad.onnx")
+
+
+def test_malformed_mlir(tmp_path: Path) -> None:
+    (tmp_path / "bad.mlir").write_text("func.func @f(%a: tensor<2xf32>) { this is not mlir }")
+    with pytest.raises(UserError, match="not valid MLIR"):
+        compile_model(tmp_path / "bad.mlir")
+
+
+def test_unsupported_op_names_op_and_lists_supported(tmp_path: Path) -> None:
+    (tmp_path / "u.mlir").write_text("""
+func.func @main(%x: tensor<2x3xf32>) -> tensor<3x2xf32> {
+  %e = tensor.empty() : tensor<3x2xf32>
+  %s = linalg.softmax dimension(1) ins(%x : tensor<2x3xf32>) outs(%x : tensor<2x3xf32>) -> tensor<2x3xf32>
+  %t = linalg.transpose ins(%s : tensor<2x3xf32>) outs(%e : tensor<3x2xf32>) permutation = [1, 0]
+  return %t : tensor<3x2xf32>
+}""")
+    with pytest.raises(CompileError) as e:
+        compile_model(tmp_path / "u.mlir")
+    msg = str(e.value)
+    assert "linalg.softmax" in msg and "supported ops" in msg and "linalg.conv_2d_nchw_fchw" in msg
+    assert "\n" not in msg
+
+
+def test_missing_file_and_wrong_suffix(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="not found"):
+        compile_model(tmp_path / "none.onnx")
+    (tmp_path / "m.txt").write_text("x")
+    with pytest.raises(UserError, match="expected an .onnx or .mlir"):
+        compile_model(tmp_path / "m.txt")

@@ -1,0 +1,51 @@
+"""Whole zoo models: compile -> bundle -> local-sync:// against onnxruntime (1e-4 relative)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.compiler.helpers import compile_and_run, onnx_reference, rel_err
+
+pytest.importorskip("iree.compiler")
+pytest.importorskip("onnxruntime")
+zoo = pytest.importorskip("halbench.bench.zoo")
+
+# Each takes under ~5 s here (compile ~1 s, NumPy run < 1 s), so all stay in the default run.
+MODELS = ["tiny-cnn", "tiny-mlp", "tiny-bert", "mobilenetv2", "resnet50", "minilm-l6"]
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_zoo_model_matches_onnxruntime(name: str, tmp_path: Path) -> None:
+    path = tmp_path / f"{name}.onnx"
+    zoo.save(name, str(path))
+    feeds = zoo.make_inputs(name)
+    ref = onnx_reference(path, feeds)
+    out, cm = compile_and_run(path, feeds, tmp_path)
+    assert len(out) == len(ref)
+    for o, r in zip(out, ref):
+        assert o.shape == r.shape and np.isfinite(o).all()
+        assert rel_err(o, r) <= 1e-4, f"{name}: relative error {rel_err(o, r):.2e}"
+    steps = cm.manifest.functions[0].steps
+    assert all(s.flops >= 0 and s.bytes > 0 for s in steps if s.kind == "dispatch")
+
+
+def test_random_weights_bundle_is_small_and_runs(tmp_path: Path) -> None:
+    """weights="random": float weights declared, not stored; the runtime generates the same
+    values that halbench.bundle.random_weight gives, so a reference can be rebuilt from them."""
+    from halbench.compiler import CompileOptions, compile_model
+
+    path = tmp_path / "m.onnx"
+    zoo.save("tiny-cnn", str(path))
+    feeds = zoo.make_inputs("tiny-cnn")
+    cm = compile_model(path, CompileOptions(weights="random"))
+    stored = compile_model(path, CompileOptions())
+    assert cm.statistics["weight_bytes"] < stored.statistics["weight_bytes"] / 4
+    assert any(w.storage == "random" for w in cm.manifest.weights)
+    cm.write(tmp_path / "r.hbx")
+    from tests.compiler.helpers import run_local
+
+    out = run_local(tmp_path / "r.hbx", feeds)
+    assert np.isfinite(out[0]).all()
