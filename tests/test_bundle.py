@@ -25,7 +25,6 @@ from halbench.bundle import (
 from halbench.bundle.weights import f32_to_bf16
 from halbench.errors import UserError
 from halbench.hal import EntryPoint
-
 from tests.runtime import bundles as B
 
 

@@ -13,9 +13,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from halbench.cli import main
-
 import tests.hal.kernels_local  # noqa: F401  (registers the test.* kernels in this process)
+from halbench.cli import main
 from tests.runtime import bundles as B
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -156,12 +155,12 @@ def test_real_subprocess(hbx: Path, tmp_path: Path) -> None:
     out = tmp_path / "y.npy"
     cmd = [sys.executable, "-c", boot, "run-module", "--device=local-task://", f"--module={hbx}",
            "--function=rand", "--input=1000xf32=2", f"--output=@{out}"]
-    r = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    r = subprocess.run(cmd, check=False, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines() == ["EXEC @rand", f"result[0]: written to {out}"]
     np.testing.assert_array_equal(np.load(out), B.expected_rand(np.full(B.N, 2, np.float32)))
     bad = [*cmd[:-2], "--input=1000xf32=2,x", f"--output=@{out}.2.npy"]
-    r = subprocess.run(bad, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    r = subprocess.run(bad, check=False, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
     assert r.returncode == 1 and r.stdout == ""
     assert r.stderr.strip().startswith("halbench: error: malformed --input") and "\n" not in r.stderr.strip()
     assert not Path(f"{out}.2.npy").exists()

@@ -8,8 +8,9 @@ import os
 import tempfile
 import zipfile
 import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -27,7 +28,7 @@ from halbench.bundle.weights import weight_array
 from halbench.errors import UserError
 from halbench.hal import ExecutableBinary
 
-__all__ = ["Bundle", "read_bundle", "write_bundle", "sha256"]
+__all__ = ["Bundle", "read_bundle", "sha256", "write_bundle"]
 
 # A fixed timestamp makes equal bundles byte-identical (compile caches hash them).
 _EPOCH = (1980, 1, 1, 0, 0, 0)

@@ -6,8 +6,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Union
+from typing import Any
 
 import numpy as np
 
@@ -16,25 +17,25 @@ from halbench.errors import UserError
 from halbench.hal import EntryPoint
 
 __all__ = [
-    "FORMAT_NAME",
-    "FORMAT_VERSION",
     "BINDING_ALIGNMENT",
     "BUFFER_KINDS",
+    "FORMAT_NAME",
+    "FORMAT_VERSION",
     "MANIFEST",
-    "ManifestError",
-    "TensorSpec",
-    "BufferDecl",
-    "WeightDecl",
-    "Variant",
-    "ExecutableDecl",
-    "BufferRange",
-    "DispatchStep",
     "BarrierStep",
+    "BufferDecl",
+    "BufferRange",
     "CopyStep",
+    "DispatchStep",
+    "ExecutableDecl",
     "FillStep",
-    "Step",
     "Function",
     "Manifest",
+    "ManifestError",
+    "Step",
+    "TensorSpec",
+    "Variant",
+    "WeightDecl",
 ]
 
 FORMAT_NAME = "halbench-bundle"
@@ -109,7 +110,7 @@ class TensorSpec:
                 "buffer": self.buffer, "offset": self.offset}
 
     @classmethod
-    def from_dict(cls, d: Any, where: str = "tensor") -> "TensorSpec":
+    def from_dict(cls, d: Any, where: str = "tensor") -> TensorSpec:
         shape = _ints(_get(d, "shape", where, list), f"{where}.shape")
         if any(s < 0 for s in shape):
             raise ManifestError(f"{where}.shape has a negative dimension: {list(shape)}")
@@ -128,7 +129,7 @@ class BufferDecl:
         return {"id": self.id, "nbytes": self.nbytes, "kind": self.kind, "name": self.name}
 
     @classmethod
-    def from_dict(cls, d: Any, where: str = "buffer") -> "BufferDecl":
+    def from_dict(cls, d: Any, where: str = "buffer") -> BufferDecl:
         b = cls(_get(d, "id", where, int), _get(d, "nbytes", where, int),
                 _get(d, "kind", where, str, "transient"), _get(d, "name", where, str, ""))
         if b.nbytes <= 0:
@@ -167,7 +168,7 @@ class WeightDecl:
         return d
 
     @classmethod
-    def from_dict(cls, d: Any, where: str = "weight") -> "WeightDecl":
+    def from_dict(cls, d: Any, where: str = "weight") -> WeightDecl:
         storage = _get(d, "storage", where, str, "file")
         w = cls(_get(d, "name", where, str), _get(d, "buffer", where, int),
                 _dtype(_get(d, "dtype", where, str), where),
@@ -212,7 +213,7 @@ class Variant:
                 "constants": list(self.constants)}
 
     @classmethod
-    def from_dict(cls, d: Any, where: str = "variant") -> "Variant":
+    def from_dict(cls, d: Any, where: str = "variant") -> Variant:
         e = _get(d, "entry", where, dict)
         try:
             entry = EntryPoint(_get(e, "name", f"{where}.entry", str),
@@ -244,7 +245,7 @@ class ExecutableDecl:
         return {"id": self.id, "name": self.name, "variants": [v.to_dict() for v in self.variants]}
 
     @classmethod
-    def from_dict(cls, d: Any, where: str = "executable") -> "ExecutableDecl":
+    def from_dict(cls, d: Any, where: str = "executable") -> ExecutableDecl:
         vs = tuple(Variant.from_dict(v, f"{where}.variants[{i}]")
                    for i, v in enumerate(_list(d, "variants", where)))
         if not vs:
@@ -267,7 +268,7 @@ class BufferRange:
         return d
 
     @classmethod
-    def from_dict(cls, d: Any, where: str = "range") -> "BufferRange":
+    def from_dict(cls, d: Any, where: str = "range") -> BufferRange:
         return cls(_get(d, "buffer", where, int), _get(d, "offset", where, int, 0),
                    _get(d, "length", where, int, None))
 
@@ -326,7 +327,7 @@ class FillStep:
         return d
 
 
-Step = Union[DispatchStep, BarrierStep, CopyStep, FillStep]
+Step = DispatchStep | BarrierStep | CopyStep | FillStep
 
 
 def _step_from_dict(d: Any, where: str) -> Step:
@@ -372,7 +373,7 @@ class Function:
                 "steps": [s.to_dict() for s in self.steps]}
 
     @classmethod
-    def from_dict(cls, d: Any, where: str = "function") -> "Function":
+    def from_dict(cls, d: Any, where: str = "function") -> Function:
         name = _get(d, "name", where, str)
         where = f"function '{name}'"
         return cls(name,
@@ -432,7 +433,7 @@ class Manifest:
                 "functions": [f.to_dict() for f in self.functions]}
 
     @classmethod
-    def from_dict(cls, d: Any) -> "Manifest":
+    def from_dict(cls, d: Any) -> Manifest:
         """Parse and check a manifest; raises :class:`ManifestError` saying what is wrong."""
         w = "manifest"
         fmt = _get(d, "format", w, str)

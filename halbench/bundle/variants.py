@@ -33,7 +33,7 @@ def _cubin_runs_on(target: str, arch: str | None) -> bool:
     return t.group(1) == a.group(1) and int(t.group(2)) <= int(a.group(2))
 
 
-def variant_runs_on(v: Variant, device: "Device") -> tuple[bool, str]:
+def variant_runs_on(v: Variant, device: Device) -> tuple[bool, str]:
     """Whether ``device`` can run ``v``, and if not, why (for the error message)."""
     if not device.supports(v.format):
         return False, f"{device.uri} does not load {v.format}"
@@ -49,7 +49,7 @@ def variant_runs_on(v: Variant, device: "Device") -> tuple[bool, str]:
     return True, ""
 
 
-def select_variant(executable: ExecutableDecl, device: "Device") -> tuple[int, Variant]:
+def select_variant(executable: ExecutableDecl, device: Device) -> tuple[int, Variant]:
     """``(index, variant)`` of the variant ``device`` runs best; a UserError says why none fits."""
     runnable, reasons = [], []
     for i, v in enumerate(executable.variants):

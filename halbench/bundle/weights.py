@@ -6,7 +6,8 @@ compiler's local reference both call it, so they see the same values bit for bit
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -14,7 +15,7 @@ from halbench.bundle.manifest import WeightDecl
 from halbench.dtypes import to_numpy
 from halbench.errors import UserError
 
-__all__ = ["random_weight", "weight_array", "f32_to_bf16"]
+__all__ = ["f32_to_bf16", "random_weight", "weight_array"]
 
 
 def f32_to_bf16(x: np.ndarray) -> np.ndarray:

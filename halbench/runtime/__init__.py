@@ -19,4 +19,4 @@ from halbench.runtime.inputs import check_inputs
 from halbench.runtime.module import Module
 from halbench.runtime.profile import DispatchInfo, ProfileResult
 
-__all__ = ["Module", "ProfileResult", "DispatchInfo", "check_inputs"]
+__all__ = ["DispatchInfo", "Module", "ProfileResult", "check_inputs"]

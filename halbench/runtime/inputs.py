@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -10,7 +11,7 @@ from halbench.bundle import Function, TensorSpec
 from halbench.dtypes import from_numpy, to_numpy
 from halbench.errors import UserError
 
-__all__ = ["check_inputs", "check_input"]
+__all__ = ["check_input", "check_inputs"]
 
 
 def _type_str(shape: tuple[int, ...], dtype: str) -> str:

@@ -27,7 +27,7 @@ from halbench.bundle import f32_to_bf16
 from halbench.dtypes import DTYPES, from_numpy, to_numpy
 from halbench.errors import UserError
 
-__all__ = ["parse_input", "parse_type", "format_result", "format_value", "write_npy", "bf16_to_f32"]
+__all__ = ["bf16_to_f32", "format_result", "format_value", "parse_input", "parse_type", "write_npy"]
 
 _SPLIT = re.compile(r"[\s,\[\]]+")
 

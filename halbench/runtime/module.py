@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, Self
 
 import numpy as np
 
@@ -48,7 +49,7 @@ class Module:
 
     # -- loading ------------------------------------------------------------------------------
     @classmethod
-    def load(cls, bundle: Bundle | str | os.PathLike[str], device: Device) -> "Module":
+    def load(cls, bundle: Bundle | str | os.PathLike[str], device: Device) -> Module:
         """Read (if given a path) and verify ``bundle``, then prepare every function on ``device``."""
         if not isinstance(bundle, Bundle):
             bundle = read_bundle(bundle)
@@ -180,10 +181,10 @@ class Module:
             b.free()
         self._recorded.clear()
 
-    def __enter__(self) -> "Module":
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __repr__(self) -> str:

@@ -7,7 +7,7 @@ and output files are written only once the results exist, so a bad command leave
 from __future__ import annotations
 
 import os
-from typing import Sequence
+from collections.abc import Sequence
 
 from halbench.bundle import read_bundle
 from halbench.errors import UserError
@@ -15,7 +15,7 @@ from halbench.runtime.inputs import check_inputs
 from halbench.runtime.io import format_result, parse_input, write_npy
 from halbench.runtime.module import Module
 
-__all__ = ["run_module", "parse_outputs"]
+__all__ = ["parse_outputs", "run_module"]
 
 
 def parse_outputs(specs: Sequence[str]) -> list[str | None]:
