@@ -121,6 +121,8 @@ def test_write_refuses_a_broken_manifest_and_writes_nothing(tmp_path: Path) -> N
     with pytest.raises(UserError, match="does not list"):
         write_bundle(tmp_path / "x.hbx", m, {k: v for k, v in members.items() if k != "weights/w.bin"})
     assert os.listdir(tmp_path) == []
+    with pytest.raises(UserError, match="cannot write bundle .*No such file or directory"):
+        write_bundle(tmp_path / "no" / "x.hbx", m, members)
 
 
 # -- refusals ----------------------------------------------------------------------------

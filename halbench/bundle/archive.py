@@ -82,7 +82,10 @@ def write_bundle(path: str | os.PathLike[str], manifest: Manifest, members: Mapp
     manifest.check()
     text = json.dumps(manifest.to_dict(), indent=1, sort_keys=False).encode("utf-8")
     directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
+    except OSError as e:
+        raise UserError(f"cannot write bundle {path}: {e.strerror} ({directory})") from None
     try:
         with os.fdopen(fd, "wb") as f:
             with zipfile.ZipFile(f, "w") as z:
