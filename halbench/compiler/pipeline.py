@@ -15,12 +15,13 @@ from halbench.compiler.passes.form_dispatches import form_dispatches
 from halbench.compiler.passes.fuse_elementwise import fuse_elementwise
 from halbench.compiler.passes.fuse_pad import fuse_pad
 from halbench.compiler.passes.inline_constants import inline_constants
+from halbench.compiler.passes.recognize_patterns import recognize_patterns
 from halbench.errors import UserError
 
 __all__ = ["run_pipeline", "PASSES"]
 
 PASSES = ("parse", "inline_constants", "canonicalize", "fold_reshapes", "fuse_pad", "fuse_elementwise", "form_dispatches",
-          "assign_buffers", "cost")
+          "recognize_patterns", "assign_buffers", "cost")
 
 
 def run_pipeline(graph: Graph, dump_after: str | None = None, out: TextIO | None = None,
@@ -47,6 +48,7 @@ def run_pipeline(graph: Graph, dump_after: str | None = None, out: TextIO | None
     g = step("fuse_pad", fuse_pad, g)                      # convs read padding in bounds checks
     g = step("fuse_elementwise", fuse_elementwise, g)      # chains of element-wise ops: one body
     g = step("form_dispatches", form_dispatches, g)        # one root + epilogue per dispatch
+    g = step("recognize_patterns", recognize_patterns, g)  # softmax / layer norm groups, for GPU kernels
     g = step("assign_buffers", assign_buffers, g)          # liveness-packed transient arena
     g = step("cost", cost, g)                              # flops / bytes for rooflines
     return g

@@ -102,3 +102,13 @@ def test_statistics_have_stage_times(tmp_path: Path) -> None:
     s = compile_model(tmp_path / "m.onnx").statistics
     assert {"import_onnx", "torch_to_linalg", "parse", "passes", "codegen", "schedule"} <= set(s["stages_s"])
     assert s["dispatches"] == 1 and s["flops"] == 2 * 3 * 16 * 10 + 3 * 10
+
+
+@pytest.mark.parametrize("case,pattern", [("softmax_last", "softmax"), ("softmax_axis1", "softmax"),
+                                          ("layernorm", "layer_norm"), ("attention", "softmax")])
+def test_softmax_and_layer_norm_are_recognised(case: str, pattern: str, tmp_path: Path) -> None:
+    model, _ = CASES[case](np.random.default_rng(0))
+    onnx.save(model, tmp_path / "m.onnx")
+    g = compile_model(tmp_path / "m.onnx").graph
+    tagged = [d for d in g.ops if d.attrs.get("pattern", ("",))[0] == pattern]
+    assert len(tagged) >= 4 and all(d.attrs["name"].startswith(pattern + ":") for d in tagged)
