@@ -1,0 +1,182 @@
+"""Model benchmarks: a zoo model or a model file, compiled (cached), loaded, checked, timed.
+
+The compile cache key covers the source model's bytes, the compile options and the sources of
+the compiler itself, so a changed compiler never reuses a stale bundle. The correctness
+reference is the same bundle's ``local-v1`` variants run on ``local-sync://``, on the same
+inputs (and the same seeded weights).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+
+from halbench import __version__
+from halbench.bench.suite import BenchmarkSpec
+from halbench.compiler.backends.glslang import cache_dir
+from halbench.errors import UserError
+
+__all__ = ["prepare_model", "PreparedModel", "compile_cached"]
+
+_TARGET_OF_DRIVER = {"vulkan": "vulkan", "cuda": "cuda", "hip": "hip",
+                     "local-sync": "local", "local-task": "local"}
+
+
+@dataclass
+class _Sample:
+    device_ms: float
+    host_ms: float
+    profile: Any
+
+
+@dataclass
+class PreparedModel:
+    params: dict[str, Any]
+    format: str
+    compile_stats: dict[str, Any]
+    module: Any
+    inputs: list[np.ndarray]
+    reference: list[np.ndarray]
+    flops: float = 0.0
+    bytes: float = 0.0
+    items_per_run: int = 1
+    dispatch_infos: list[dict[str, Any]] = field(default_factory=list)
+
+    def check(self, tolerance: float) -> dict[str, Any]:
+        outs = self.module.invoke(None, self.inputs)
+        worst_rel, worst_abs = 0.0, 0.0
+        finite = True
+        for got, ref in zip(outs, self.reference):
+            g = got.astype(np.float64)
+            r = ref.astype(np.float64)
+            finite &= bool(np.all(np.isfinite(g)))
+            denom = float(np.linalg.norm(r)) or 1.0
+            worst_rel = max(worst_rel, float(np.linalg.norm(g - r)) / denom)
+            worst_abs = max(worst_abs, float(np.max(np.abs(g - r))) if g.size else 0.0)
+        return {"checked": True, "passed": finite and worst_rel <= tolerance, "rel_error": worst_rel,
+                "max_abs_error": worst_abs, "tolerance": tolerance, "reference": "local-sync"}
+
+    def run(self) -> _Sample:
+        r = self.module.profile(None, self.inputs, runs=1, warmup=0)
+        return _Sample(r.total_ns[0] / 1e6, r.host_ns[0] / 1e6, r.profiles[0])
+
+
+@lru_cache(maxsize=1)
+def _compiler_fingerprint() -> str:
+    """A hash of the compiler's and the local kernels' sources (cache invalidation)."""
+    root = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256(__version__.encode())
+    for sub in ("compiler", "drivers/local", "bundle"):
+        for p in sorted((root / sub).rglob("*")):
+            if p.suffix in (".py", ".j2", ".glsl", ".cu") and p.is_file():
+                h.update(p.relative_to(root).as_posix().encode())
+                h.update(p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _model_file(params: dict[str, Any]) -> Path:
+    if "path" in params:
+        p = Path(params["path"])
+        if not p.exists():
+            raise UserError(f"model file {p} does not exist")
+        return p
+    from halbench.bench import zoo
+
+    name = zoo.resolve_name(params["zoo"])
+    opts = {k: params[k] for k in ("batch", "seq") if k in params}
+    key = hashlib.sha256(repr((name, sorted(opts.items()), _compiler_fingerprint())).encode()).hexdigest()[:16]
+    path = cache_dir() / "models" / f"{name}-{key}.onnx"
+    if not path.exists():
+        zoo.save(name, path, **opts)
+    return path
+
+
+def compile_cached(model: Path, target_devices: tuple[str, ...], weights: str,
+                   input_shapes: dict[str, Any] | None = None) -> tuple[Path, dict[str, Any]]:
+    """Compile ``model`` for ``target_devices`` unless an identical bundle is cached."""
+    from halbench.compiler.compile import CompileOptions, compile_model
+
+    opts = CompileOptions(target_devices=target_devices, weights=weights, input_shapes=input_shapes or {})
+    key = hashlib.sha256((hashlib.sha256(model.read_bytes()).hexdigest() + opts.cache_key()
+                          + _compiler_fingerprint()).encode()).hexdigest()[:24]
+    out = cache_dir() / "bundles" / f"{model.stem}-{key}.hbx"
+    if out.exists():
+        return out, {"cached": True, "seconds": 0.0}
+    t0 = time.perf_counter()
+    cm = compile_model(model, opts)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    cm.write(out)
+    st = cm.statistics
+    return out, {"cached": False, "seconds": time.perf_counter() - t0,
+                 "dispatches": st.get("dispatches"), "executable_bytes": st.get("executable_bytes"),
+                 "stages": st.get("stages_s", {})}
+
+
+_reference_device: Any = None
+
+
+def _reference() -> Any:
+    global _reference_device
+    import halbench
+
+    if _reference_device is None or _reference_device.closed:
+        _reference_device = halbench.create_device("local-sync://")
+    return _reference_device
+
+
+def _inputs(params: dict[str, Any], model: Path, module: Any) -> list[np.ndarray]:
+    if "zoo" in params:
+        from halbench.bench import zoo
+
+        kw = {k: params[k] for k in ("batch", "seq") if k in params}
+        arrays = zoo.make_inputs(params["zoo"], seed=0, **kw)
+        if isinstance(arrays, dict):
+            arrays = [arrays[s.name] for s in module.function(None).inputs]
+        return [np.asarray(a) for a in arrays]
+    rng = np.random.default_rng(0)
+    out = []
+    for spec in module.function(None).inputs:
+        from halbench.dtypes import to_numpy
+
+        dt = to_numpy(spec.dtype)
+        if np.issubdtype(dt, np.floating):
+            out.append(rng.standard_normal(spec.shape).astype(dt))
+        else:
+            out.append(rng.integers(0, 2, spec.shape).astype(dt))
+    return out
+
+
+@contextmanager
+def prepare_model(spec: BenchmarkSpec, device: Any) -> Iterator[PreparedModel]:
+    """Compile (cached), load on ``device``, compute the local reference; yields a PreparedModel."""
+    from halbench.runtime import Module
+
+    p = dict(spec.params)
+    model = _model_file(p)
+    target = _TARGET_OF_DRIVER.get(device.info.driver, device.info.driver)
+    targets = (target,) if target == "local" else (target, "local")
+    shapes = p.get("input_shapes")
+    bundle, stats = compile_cached(model, targets, p.get("weights", "file"), shapes)
+    module = Module.load(bundle, device)
+    try:
+        inputs = _inputs(p, model, module)
+        with Module.load(bundle, _reference()) as ref_module:
+            reference = ref_module.invoke(None, inputs)
+        exe_formats = {module.variant(e.id).format for e in module.bundle.manifest.executables}
+        f = module.function(None)
+        pm = PreparedModel(params=p, format=",".join(sorted(exe_formats)), compile_stats=stats,
+                           module=module, inputs=inputs, reference=reference)
+        pm.dispatch_infos = [{"name": s.name, "flops": s.flops, "bytes": s.bytes} for s in f.dispatches]
+        pm.flops = float(sum(s.flops or 0 for s in f.dispatches))
+        pm.bytes = float(sum(s.bytes or 0 for s in f.dispatches))
+        pm.items_per_run = int(p.get("batch", 1))
+        yield pm
+    finally:
+        module.close()
