@@ -10,6 +10,7 @@ from halbench.compiler.ir import Graph
 from halbench.compiler.passes.assign_buffers import assign_buffers
 from halbench.compiler.passes.canonicalize import canonicalize
 from halbench.compiler.passes.cost import cost
+from halbench.compiler.passes.fold_constants import fold_constants
 from halbench.compiler.passes.fold_reshapes import fold_reshapes
 from halbench.compiler.passes.form_dispatches import form_dispatches
 from halbench.compiler.passes.fuse_elementwise import fuse_elementwise
@@ -20,8 +21,8 @@ from halbench.errors import UserError
 
 __all__ = ["run_pipeline", "PASSES"]
 
-PASSES = ("parse", "inline_constants", "canonicalize", "fold_reshapes", "fuse_pad", "fuse_elementwise", "form_dispatches",
-          "recognize_patterns", "assign_buffers", "cost")
+PASSES = ("parse", "inline_constants", "canonicalize", "fold_constants", "fold_reshapes", "fuse_pad",
+          "fuse_elementwise", "form_dispatches", "recognize_patterns", "assign_buffers", "cost")
 
 
 def run_pipeline(graph: Graph, dump_after: str | None = None, out: TextIO | None = None,
@@ -44,6 +45,8 @@ def run_pipeline(graph: Graph, dump_after: str | None = None, out: TextIO | None
         print(f"// ----- IR after parse -----\n{graph}", file=out)
     g = step("inline_constants", inline_constants, graph)  # 1-element weights become literals
     g = step("canonicalize", canonicalize, g)              # fills used only as inits, dead results
+    g = step("fold_constants", fold_constants, g)          # weight transposes/casts at compile time
+    g = step("canonicalize", canonicalize, g)              # weights the fold left unused
     g = step("fold_reshapes", fold_reshapes, g)            # reshapes move no data: views
     g = step("fuse_pad", fuse_pad, g)                      # convs read padding in bounds checks
     g = step("fuse_elementwise", fuse_elementwise, g)      # chains of element-wise ops: one body
