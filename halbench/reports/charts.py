@@ -51,6 +51,8 @@ def _svg(fig, salt: str) -> str:
     plt.close(fig)
     text = buf.getvalue()
     text = text[text.index("<svg"):]  # drop the XML prolog and DOCTYPE: inline SVG needs neither
+    # The RDF metadata names external vocabularies (purl.org, creativecommons.org); drop it.
+    text = re.sub(r"<metadata>.*?</metadata>\s*", "", text, count=1, flags=re.DOTALL)
     # Scale with the page instead of a fixed size in points.
     return re.sub(r'<svg([^>]*?) width="[\d.]+pt" height="[\d.]+pt"',
                   r'<svg\1 class="chart" preserveAspectRatio="xMinYMin meet"', text, count=1)
