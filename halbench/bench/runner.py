@@ -107,7 +107,8 @@ def run_suite(suite: Suite, output: str | os.PathLike, *, devices: list[str] | N
         "devices": {}, "benchmarks": [], "warnings": [],
     }
     specs = [s for s in suite.benchmarks if not only or any(_match(s.name, o) for o in only)]
-    pairs: list[tuple[BenchmarkSpec, str | None, str | None]] = []
+    # (spec, device URI or the pattern that named no device, why no device)
+    pairs: list[tuple[BenchmarkSpec, str, str | None]] = []
     cache: dict[tuple[str, ...], tuple[list[str], list[tuple[str, str]]]] = {}
     for spec in specs:
         pats = tuple(devices) if devices else spec.devices
@@ -117,14 +118,14 @@ def run_suite(suite: Suite, output: str | os.PathLike, *, devices: list[str] | N
         for u in uris:
             pairs.append((spec, u, None))
         for pat, reason in missing:
-            pairs.append((spec, None, f"{pat}: {reason}"))
+            pairs.append((spec, pat, reason))
     bar = _progress(len(pairs), progress)
     open_devices: dict[str, Any] = {}
     try:
         for spec, uri, missing_reason in pairs:
-            bar.set_description(f"{spec.name} @ {uri or '-'}")
-            if uri is None:
-                results["benchmarks"].append(_entry(spec, None, "skipped", missing_reason))
+            bar.set_description(f"{spec.name} @ {uri}")
+            if missing_reason is not None:
+                results["benchmarks"].append(_entry(spec, uri, "skipped", missing_reason))
                 bar.update(1)
                 continue
             dev = open_devices.get(uri)
@@ -173,9 +174,9 @@ def _match(name: str, pattern: str) -> bool:
     return fnmatch.fnmatch(name, pattern) or name == pattern
 
 
-def _entry(spec: BenchmarkSpec, uri: str | None, status: str, error: str | None = None) -> dict[str, Any]:
+def _entry(spec: BenchmarkSpec, uri: str, status: str, error: str | None = None) -> dict[str, Any]:
     return {"name": spec.name, "kind": spec.kind, "device": uri,
-            "driver": uri.split("://")[0] if uri else None, "format": None,
+            "driver": uri.split("://")[0], "format": None,
             "status": status, "error": error, "params": _jsonable(spec.params),
             "compile": {}, "correctness": {"checked": False, "passed": None},
             "timing": {}, "samples": {"device_ms": [], "host_ms": []}, "metrics": {},
