@@ -118,8 +118,10 @@ def roofline_chart(title: str, points: dict[str, list[tuple[float, float]]],
         style = "-" if c.measured else "--"
         ax.plot(grid, [min(c.gb_s * x, top_roof) for x in grid], style, color="#333" if c.measured
                 else "#999", linewidth=1.2)
-        ax.annotate(f"{c.label}: {c.gb_s:,.0f} GB/s", (grid[8], c.gb_s * grid[8]), fontsize=7,
-                    rotation=0, xytext=(4, 6), textcoords="offset points",
+        # Measured labels sit above their line, published ones below, so close figures never overlap.
+        at = grid[8] if c.measured else grid[40]
+        ax.annotate(f"{c.label}: {c.gb_s:,.0f} GB/s", (at, c.gb_s * at), fontsize=7,
+                    xytext=(2, 6) if c.measured else (6, -10), textcoords="offset points",
                     color="#333" if c.measured else "#777")
     best_slope = max((c.gb_s for c in slopes), default=None)
     for c in roofs:
@@ -127,8 +129,10 @@ def roofline_chart(title: str, points: dict[str, list[tuple[float, float]]],
         style = "-" if c.measured else "--"
         ax.plot([start, x_hi], [c.gflop_s, c.gflop_s], style, color="#333" if c.measured else "#999",
                 linewidth=1.2)
-        ax.annotate(f"{c.label}: {c.gflop_s:,.0f} GFLOP/s", (x_hi, c.gflop_s), fontsize=7, ha="right",
-                    xytext=(-2, 3), textcoords="offset points", color="#333" if c.measured else "#777")
+        # Measured roofs are labelled at the right end, published ones where they start (left).
+        ax.annotate(f"{c.label}: {c.gflop_s:,.0f} GFLOP/s", (x_hi if c.measured else start, c.gflop_s),
+                    fontsize=7, ha="right" if c.measured else "left", xytext=(-2, 3),
+                    textcoords="offset points", color="#333" if c.measured else "#777")
     for i, (label, pts) in enumerate(points.items()):
         if pts:
             ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=12, alpha=0.75,
