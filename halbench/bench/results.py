@@ -21,16 +21,16 @@ if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = [
-    "SCHEMA_VERSION",
     "KIND",
+    "MIGRATIONS",
+    "SCHEMA_VERSION",
     "STATUSES",
     "ResultsError",
-    "MIGRATIONS",
-    "validate",
-    "migrate",
-    "write_results",
-    "read_results",
     "load_results",
+    "migrate",
+    "read_results",
+    "validate",
+    "write_results",
 ]
 
 #: The version this halbench writes. Bump it together with a migration in MIGRATIONS.

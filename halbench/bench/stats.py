@@ -28,10 +28,10 @@ import numpy as np
 __all__ = [
     "MIN_SAMPLES_FOR_TEST",
     "NOISE_THRESHOLD",
-    "Stats",
     "Comparison",
-    "mann_whitney",
+    "Stats",
     "compare_samples",
+    "mann_whitney",
 ]
 
 #: Below this many samples on either side, confidence intervals decide instead of Mann-Whitney U.

@@ -12,7 +12,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["Series", "Ceiling", "latency_chart", "roofline_chart"]
+__all__ = ["Ceiling", "Series", "latency_chart", "roofline_chart"]
 
 PALETTE = ["#4269d0", "#efb118", "#ff725c", "#6cc5b0", "#3ca951", "#ff8ab7", "#a463f2",
            "#97bbf5", "#9c6b4e", "#9498a0"]

@@ -11,7 +11,7 @@ from typing import Any
 
 from halbench.bench.stats import Comparison, compare_samples
 
-__all__ = ["Row", "timing_samples", "compare_results", "render", "fmt_ms"]
+__all__ = ["Row", "compare_results", "fmt_ms", "render", "timing_samples"]
 
 
 def timing_samples(bench: dict[str, Any]) -> tuple[str, list[float]]:
@@ -113,8 +113,8 @@ def render(rows: list[Row], fmt: str = "text", *, base_label: str = "base",
         lines = [f"**{base_label}** → **{new_label}**: {summary}", "",
                  "| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
         lines += ["| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |" for cells in table[1:]]
-        lines += ["", "`*`: significant (Mann-Whitney U, two-sided, alpha 0.01; confidence "
-                  "intervals below 5 samples)."]
+        lines += ["", ("`*`: significant (Mann-Whitney U, two-sided, alpha 0.01; confidence "
+                  "intervals below 5 samples).")]
         return "\n".join(lines)
     widths = [max(len(row[i]) for row in table) for i in range(len(HEADER))]
     right = {2, 3, 4}

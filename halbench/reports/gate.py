@@ -22,8 +22,17 @@ from typing import Any
 from halbench.bench.stats import Comparison, compare_samples
 from halbench.reports.compare import fmt_ms, timing_samples
 
-__all__ = ["ALPHA", "DEFAULT_THRESHOLD", "unusable_report", "Outcome", "GateReport", "run_gate",
-           "render_text", "render_markdown", "render_junit"]
+__all__ = [
+    "ALPHA",
+    "DEFAULT_THRESHOLD",
+    "GateReport",
+    "Outcome",
+    "render_junit",
+    "render_markdown",
+    "render_text",
+    "run_gate",
+    "unusable_report",
+]
 
 ALPHA = 0.01
 DEFAULT_THRESHOLD = 0.05
@@ -234,9 +243,9 @@ def render_markdown(r: GateReport) -> str:
     for o in sorted(r.outcomes, key=lambda o: order[o.result]):
         cells = [c.replace("|", "\\|") for c in _row(o)]
         lines.append(f"| {_ICON[o.result]} | " + " | ".join(cells) + " |")
-    lines += ["", "A benchmark fails only when it is slower than its threshold, by more than the "
+    lines += ["", ("A benchmark fails only when it is slower than its threshold, by more than the "
               "noise floor, and significantly so (Mann-Whitney U on raw samples, or non-overlapping "
-              "confidence intervals below 5 samples)."]
+              "confidence intervals below 5 samples).")]
     return "\n".join(lines) + "\n"
 
 

@@ -13,7 +13,7 @@ from halbench.bench.stats import NOISE_THRESHOLD, Stats
 from halbench.errors import HalbenchError
 from halbench.reports.compare import timing_samples
 
-__all__ = ["build_context", "measured_peaks", "published_peaks", "TOP_MODELS", "TOP_DISPATCHES"]
+__all__ = ["TOP_DISPATCHES", "TOP_MODELS", "build_context", "measured_peaks", "published_peaks"]
 
 TOP_MODELS = 2  # slowest models per device shown with a per-dispatch breakdown
 TOP_DISPATCHES = 8

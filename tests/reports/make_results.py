@@ -30,7 +30,7 @@ from halbench.probe.info import (
     Timing,
 )
 
-__all__ = ["DEVICES", "MODELS", "make_results", "main"]
+__all__ = ["DEVICES", "MODELS", "main", "make_results"]
 
 H100_UUID = "GPU-5f1c2a7e-93b4-4d8e-a1c2-0e6f7d8a9b10"
 
