@@ -53,7 +53,7 @@ def read_environment(info: Any) -> dict[str, Any]:
         except Exception:
             pass
         get_reasons = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
-            getattr(nv, "nvmlDeviceGetCurrentClocksThrottleReasons")
+            nv.nvmlDeviceGetCurrentClocksThrottleReasons
         bits = int(get_reasons(h))
         reading["throttle_reasons"] = [name for bit, name in _REASONS.items() if bits & bit]
         return reading

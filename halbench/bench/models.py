@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -23,7 +24,7 @@ from halbench.bench.suite import BenchmarkSpec
 from halbench.compiler.backends.glslang import cache_dir
 from halbench.errors import UserError
 
-__all__ = ["prepare_model", "PreparedModel", "compile_cached"]
+__all__ = ["PreparedModel", "compile_cached", "prepare_model"]
 
 _TARGET_OF_DRIVER = {"vulkan": "vulkan", "cuda": "cuda", "hip": "hip",
                      "local-sync": "local", "local-task": "local"}

@@ -15,8 +15,9 @@ import subprocess
 import sys
 import time
 import uuid as _uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -25,7 +26,7 @@ from halbench.bench.environment import read_environment
 from halbench.bench.suite import BenchmarkSpec, Settings, Suite, expand_devices
 from halbench.errors import DeviceLost, HalbenchError
 
-__all__ = ["run_suite", "sample_loop", "dispatch_stats"]
+__all__ = ["dispatch_stats", "run_suite", "sample_loop"]
 
 
 def sample_loop(run: Callable[[], Any], s: Settings) -> list[Any]:
@@ -77,7 +78,7 @@ def _git_commit() -> str | None:
 
 
 def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _write(path: Path, results: dict[str, Any]) -> None:
@@ -91,8 +92,8 @@ def run_suite(suite: Suite, output: str | os.PathLike, *, devices: list[str] | N
               command_line: list[str] | None = None) -> dict[str, Any]:
     """Run every benchmark of ``suite`` on every matching device and write ``output``."""
     import halbench
-    from halbench.bench.models import prepare_model
     from halbench.bench.micro import Unsupported, prepare_micro
+    from halbench.bench.models import prepare_model
 
     out_path = Path(output)
     started = _now()
@@ -132,7 +133,7 @@ def run_suite(suite: Suite, output: str | os.PathLike, *, devices: list[str] | N
             if dev is None or isinstance(dev, Exception) or dev.lost:
                 try:
                     dev = halbench.create_device(uri)
-                    results["devices"][uri] = dev.info.to_dict()
+                    results["devices"][uri] = _device_entry(dev.info)
                 except HalbenchError as e:
                     dev = e
                 open_devices[uri] = dev
@@ -166,6 +167,19 @@ def run_suite(suite: Suite, output: str | os.PathLike, *, devices: list[str] | N
     results["warnings"] = _warnings(results)
     _write(out_path, results)
     return results
+
+
+def _device_entry(info: Any) -> dict[str, Any]:
+    """The stored DeviceInfo plus the vendor's published peaks (rooflines' dashed ceilings)."""
+    d = info.to_dict()
+    try:
+        from halbench.compiler.targets import published_peaks
+    except ImportError:  # a machine without the compiler extra
+        return d
+    peaks = published_peaks(info)
+    if peaks:
+        d["published_peaks"] = peaks
+    return d
 
 
 def _match(name: str, pattern: str) -> bool:

@@ -31,7 +31,7 @@ import yaml
 
 from halbench.errors import UserError
 
-__all__ = ["Settings", "BenchmarkSpec", "Suite", "load_suite", "expand_devices", "find_suite"]
+__all__ = ["BenchmarkSpec", "Settings", "Suite", "expand_devices", "find_suite", "load_suite"]
 
 SUITES_DIR = Path(__file__).resolve().parents[2] / "suites"
 
@@ -53,7 +53,7 @@ class Settings:
     repetitions: int = 1
     tolerance: float = 1e-4
 
-    def merged(self, overrides: dict[str, Any] | None, where: str) -> "Settings":
+    def merged(self, overrides: dict[str, Any] | None, where: str) -> Settings:
         if not overrides:
             return self
         _check_keys(overrides, _SETTING_KEYS, where)

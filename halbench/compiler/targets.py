@@ -25,13 +25,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from halbench.errors import UserError
+from halbench.errors import HalbenchError, UserError
 from halbench.probe.cuda import mma_shapes as _cuda_mma
 from halbench.probe.hip import mma_shapes as _hip_mma
 from halbench.probe.info import DeviceInfo, Features, Identity, Limits, MatrixShape
 
 __all__ = [
     "APIS",
+    "published_peaks",
     "Target",
     "TARGETS",
     "CODE_NAMES",
@@ -436,6 +437,19 @@ def target_from_device(device: DeviceInfo | Mapping[str, Any], api: str | None =
         # The name matched a product but the driver reports another arch: trust the driver.
         target = _BY_ARCH[ident.arch]
     return _with_vulkan_limits(target, info) if api == "vulkan" else target
+
+
+def published_peaks(device: DeviceInfo | Mapping[str, Any]) -> dict[str, Any]:
+    """The vendor's peak figures for a probed device, as results files store them
+    (``devices[uri].published_peaks``), or {} for a device the table cannot place."""
+    try:
+        target = target_from_device(device)
+    except (HalbenchError, KeyError, TypeError, ValueError):
+        return {}  # a CPU or an unknown API has no published peaks
+    if not (target.memory_gbps or target.peak_tflops):
+        return {}
+    return {"bandwidth_gb_s": target.memory_gbps, "compute_tflop_s": dict(target.peak_tflops),
+            "source": f"halbench.compiler.targets:{target.name}"}
 
 
 def _api_of(info: DeviceInfo) -> str:

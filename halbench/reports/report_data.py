@@ -56,17 +56,10 @@ def published_peaks(info: dict[str, Any]) -> dict[str, Any]:
     if info.get("published_peaks"):
         return info["published_peaks"]
     try:
-        from halbench.compiler.targets import target_from_device
+        from halbench.compiler.targets import published_peaks as lookup
     except ImportError:
         return {}
-    try:
-        target = target_from_device(info)
-    except (HalbenchError, KeyError, TypeError, ValueError):
-        return {}  # a device the table cannot place (a CPU, an unknown API) has no published peaks
-    if not (target.memory_gbps or target.peak_tflops):
-        return {}
-    return {"bandwidth_gb_s": target.memory_gbps, "compute_tflop_s": dict(target.peak_tflops),
-            "source": f"halbench.compiler.targets:{target.name}"}
+    return lookup(info)
 
 
 def _device_rows(devcols: list[dict[str, Any]]) -> list[tuple[str, list[str]]]:

@@ -36,7 +36,7 @@ import numpy as np
 from halbench.errors import UserError
 from halbench.hal import Device, EntryPoint, ExecutableBinary, Profile
 
-__all__ = ["KINDS", "Sample", "MicroBenchmark", "prepare_micro", "Unsupported"]
+__all__ = ["KINDS", "MicroBenchmark", "Sample", "Unsupported", "prepare_micro"]
 
 KINDS = ("bandwidth-copy", "bandwidth-triad", "fma-f32", "fma-f16", "dot-int8", "matrix-f16",
          "matrix-bf16", "latency-dispatch", "latency-replay", "transfer-h2d", "transfer-d2h")
