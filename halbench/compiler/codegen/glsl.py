@@ -1,0 +1,178 @@
+"""Vulkan codegen: a dispatch -> GLSL (jinja2 templates) -> SPIR-V (glslang), for both ABIs.
+
+``generate_vulkan(dispatch, graph, target, abi)`` returns one :class:`GpuVariant` per ABI
+(``all``: BDA first, then descriptors), each carrying what a bundle variant needs: format,
+target, payload, entry point, workgroup count and constants. Both ABIs share one kernel body;
+only the buffer declarations differ. Every module passes spirv-val (compile_glsl validates).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Sequence
+
+import jinja2
+
+from halbench.compiler.codegen.kernels import Plan, as_dispatch, plan_dispatch
+from halbench.compiler.codegen.lang import Lang
+from halbench.compiler.codegen.tuning import Tuning, tuning_for
+from halbench.compiler.ir import Graph
+from halbench.errors import CompileError
+from halbench.hal import EntryPoint, ExecutableBinary
+
+__all__ = ["GpuVariant", "GLSL", "generate_vulkan", "glsl_sources", "render", "ABIS"]
+
+ABIS = {"bda": "vulkan-spirv-bda-v1", "descriptors": "vulkan-spirv-descriptors-v1"}
+
+_STYPE = {"f32": "float", "f16": "float16_t", "bf16": "uint16_t", "f64": "double", "i1": "uint8_t",
+          "i8": "int8_t", "i16": "int16_t", "i32": "int", "i64": "int64_t", "u8": "uint8_t",
+          "u16": "uint16_t", "u32": "uint", "u64": "uint64_t"}
+
+
+@dataclass(frozen=True)
+class GpuVariant:
+    """One executable variant of a dispatch: what a bundle ``Variant`` needs, plus the source."""
+
+    format: str
+    target: str
+    payload: bytes
+    entry: EntryPoint
+    workgroups: tuple[int, int, int]
+    constants: tuple[int, ...] = ()
+    source: str = ""
+
+    @property
+    def ext(self) -> str:
+        return {"cuda-cubin-v1": "cubin", "cuda-ptx-v1": "ptx", "hip-hsaco-v1": "hsaco"}.get(self.format, "spv")
+
+    def binary(self) -> ExecutableBinary:
+        return ExecutableBinary(self.format, self.payload, (self.entry,), self.target)
+
+
+@lru_cache(maxsize=None)
+def _env() -> jinja2.Environment:
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(Path(__file__).parent / "templates")),
+                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+
+
+def render(template: str, **ctx: Any) -> str:
+    return _env().get_template(template).render(**ctx)
+
+
+class GLSL(Lang):
+    name = "glsl"
+    lid = "gl_LocalInvocationID.x"
+    group_x = "gl_WorkGroupID.x"
+    group_y = "gl_WorkGroupID.y"
+    group_z = "gl_WorkGroupID.z"
+    barrier = "barrier();"
+    vec4 = "vec4"
+    ll_suffix = "l"
+    unary = {"exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "tanh": "hb_tanh",
+             "erf": "hb_erf", "sqrt": "sqrt", "rsqrt": "inversesqrt", "absf": "abs", "ceil": "ceil",
+             "floor": "floor", "round": "hb_round", "roundeven": "roundEven", "sin": "sin", "cos": "cos",
+             "atan": "atan", "expm1": "hb_expm1", "log1p": "hb_log1p"}
+    binary = {"maximumf": "max", "minimumf": "min", "maxnumf": "max", "minnumf": "min", "remf": "hb_fmod",
+              "powf": "hb_pow", "atan2": "atan", "copysign": "hb_copysign", "fma": "fma"}
+
+    def load(self, i: int, dtype: str, off: str) -> str:
+        r = f"B{i}[{off}]"
+        return {"f16": f"float({r})", "bf16": f"uintBitsToFloat(uint({r}) << 16)", "i1": f"({r} != uint8_t(0))",
+                "i8": f"int({r})", "i16": f"int({r})", "u8": f"uint({r})", "u16": f"uint({r})"}.get(dtype, r)
+
+    def store(self, i: int, dtype: str, off: str, value: str) -> str:
+        v = {"f16": f"float16_t({value})", "bf16": f"uint16_t(hb_f2bf({value}))",
+             "i1": f"uint8_t({value} ? 1 : 0)", "i8": f"int8_t({value})", "i16": f"int16_t({value})",
+             "u8": f"uint8_t({value})", "u16": f"uint16_t({value})"}.get(dtype, value)
+        return f"B{i}[{off}] = {v};"
+
+    def load4(self, i: int, off4: str) -> str:
+        return f"V{i}[{off4}]"
+
+    def store4(self, i: int, off4: str, values: Sequence[str]) -> str:
+        return f"V{i}[{off4}] = vec4({', '.join(values)});"
+
+    def float_lit(self, v: float) -> str:
+        s = super().float_lit(v)
+        return s
+
+    def bits_to_float(self, bits: str) -> str:
+        if bits.startswith("0x"):
+            return f"uintBitsToFloat({bits}u)"
+        return f"intBitsToFloat(int({bits}))"
+
+    def float_to_bits(self, x: str) -> str:
+        return f"floatBitsToInt({x})"
+
+    def round_half(self, x: str) -> str:
+        return f"float(float16_t({x}))"
+
+
+_LIB_FUNCS = ("hb_erf", "hb_tanh", "hb_expm1", "hb_log1p", "hb_round", "hb_fmod", "hb_pow", "hb_copysign",
+              "hb_f2bf", "hb_round_bf16")
+
+
+def _needs(text: str) -> set[str]:
+    return {f for f in _LIB_FUNCS if re.search(rf"\b{f}\(", text)}
+
+
+def glsl_sources(d: Any, g: Graph, target: Any = None, abis: Sequence[str] = ("bda", "descriptors"),
+                 tuning: Tuning | None = None) -> tuple[Plan, dict[str, str]]:
+    """The kernel plan and the GLSL source per ABI (no compilation)."""
+    t = tuning or tuning_for(target, "vulkan")
+    L = GLSL()
+    plan = plan_dispatch(d, g, t, L)
+    disp = as_dispatch(d)
+    body = render(plan.template, L=L, **plan.ctx)
+    helpers_text = "\n".join("\n".join(h[3]) for h in plan.helpers)
+    need = _needs(body + helpers_text)
+    library = render("glsl_library.j2", need=need)
+    n_in = len(disp.inputs)
+    bindings = []
+    for i, v in enumerate(disp.values):
+        dt = g.types[v].dtype
+        if dt not in _STYPE:
+            raise CompileError(f"Vulkan codegen does not support element type '{dt}' (value {v})")
+        bindings.append({"i": i, "stype": _STYPE[dt], "access": "readonly" if i < n_in else "writeonly",
+                         "vec4": i in plan.vec4, "align": 8 if dt in ("i64", "u64", "f64") else 4})
+    sources = {}
+    for abi in abis:
+        sources[abi] = render("glsl_module.j2", abi=abi, name=plan.ctx.get("name", disp.name),
+                              wg=plan.workgroup_size, bindings=bindings, shared=plan.shared, library=library,
+                              helpers=plan.helpers, body=body, extensions=sorted(plan.ctx.get("extensions", ())))
+    return plan, sources
+
+
+def generate_vulkan(d: Any, g: Graph, target: Any = None, abi: str = "all", *,
+                    validate: bool = True) -> list[GpuVariant]:
+    """SPIR-V variants of dispatch ``d`` for ``target`` (a ``targets.Target``, a name, or None
+    for the safe default). ``abi``: ``descriptors``, ``bda`` or ``all`` (BDA first)."""
+    if abi not in ("all", "bda", "descriptors"):
+        raise CompileError(f"--vulkan-dispatch-abi must be descriptors, bda or all, not '{abi}'")
+    abis = ("bda", "descriptors") if abi == "all" else (abi,)
+    t = tuning_for(target, "vulkan")
+    plan, sources = glsl_sources(d, g, abis=abis, tuning=t)
+    disp = as_dispatch(d)
+    out = []
+    for a in abis:
+        name = re.sub(r"[^A-Za-z0-9_]+", "_", f"{disp.name}_{a}")
+        spirv = _compile(sources[a], name, validate)
+        entry = EntryPoint("main", len(disp.values), 0, plan.workgroup_size)
+        out.append(GpuVariant(ABIS[a], t.name, spirv, entry, plan.workgroups, (), sources[a]))
+    return out
+
+
+def _compile(source: str, name: str, validate: bool) -> bytes:
+    from halbench.compiler.backends.glslang import compile_glsl
+
+    try:
+        return compile_glsl(source, name=name, validate=validate)
+    except CompileError as e:
+        raise CompileError(f"{e}\n--- generated GLSL ({name}) ---\n{_numbered(source)}") from None
+
+
+def _numbered(src: str) -> str:
+    return "\n".join(f"{i + 1:4d} {ln}" for i, ln in enumerate(src.splitlines()))

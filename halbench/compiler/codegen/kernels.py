@@ -1,0 +1,538 @@
+"""Dispatch -> kernel plan: which template, its context, workgroup size and count.
+
+Shared by the Vulkan, CUDA and HIP generators: a plan is language-neutral until a :class:`Lang`
+renders it. A dispatch is the compiler's ``dispatch`` op (attrs ``kind``, ``root``,
+``epilogue``; inputs then outputs are its bindings), or a bare IR op, bound as its own inputs
+and outputs.
+
+Families:
+- ``point``: one thread per output point (elementwise / gather / transpose with vec4 lanes where
+  the innermost dim allows; pad, concat, slices, copies; depthwise conv, pooling; short
+  reductions looping over their reduction dims);
+- ``reduce_wg``: one workgroup per output point for long contiguous reductions;
+- ``gemm``: shared-memory tiled GEMM for matmul, batch_matmul and conv2d (implicit GEMM);
+- ``gemm_mma``: matrix units (cooperative matrix / WMMA) for f16 GEMMs where the target has them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from halbench.compiler.codegen.lang import Lang, ctype, emit_body, lin
+from halbench.compiler.codegen.tuning import Tuning, fold_groups, gemm_tiles, matrix_shape, reduction_plan
+from halbench.compiler.ir import Graph, Op
+from halbench.errors import CompileError
+
+__all__ = ["Dispatch", "Plan", "as_dispatch", "plan_dispatch"]
+
+_NEUTRAL = {"add": 0.0, "mul": 1.0, "max": float("-inf"), "min": float("inf")}
+
+
+@dataclass
+class Dispatch:
+    root: Op
+    epilogue: Op | None
+    inputs: list[str]
+    outputs: list[str]
+    name: str
+
+    @property
+    def values(self) -> list[str]:
+        return self.inputs + self.outputs
+
+
+def as_dispatch(d: Any) -> Dispatch:
+    """Accept the compiler's dispatch op (attrs root/epilogue) or a bare op."""
+    attrs = getattr(d, "attrs", {}) or {}
+    if getattr(d, "kind", None) == "dispatch" or "root" in attrs:
+        root = attrs["root"]
+        return Dispatch(root, attrs.get("epilogue"), list(d.inputs), list(d.outputs),
+                        str(attrs.get("name", root.kind)))
+    return Dispatch(d, None, list(dict.fromkeys(d.inputs)), list(d.outputs), d.kind)
+
+
+@dataclass
+class Plan:
+    """A kernel ready to render: ``template`` with ``ctx`` (code lines), launch and ABI."""
+
+    template: str
+    ctx: dict[str, Any]
+    workgroup_size: tuple[int, int, int]
+    workgroups: tuple[int, int, int]
+    shared: list[tuple[str, str, int]] = field(default_factory=list)  # (ctype, name, elements)
+    vec4: set[int] = field(default_factory=set)  # bindings also accessed as 16-byte vectors
+    #: functions (return type, name, parameters, body lines) in the shared C subset
+    helpers: list[tuple[str, str, str, list[str]]] = field(default_factory=list)
+    features: set[str] = field(default_factory=set)
+
+
+class _Ctx:
+    """Per-dispatch helpers: binding lookup, typed loads, the epilogue and the stores."""
+
+    def __init__(self, d: Dispatch, g: Graph, lang: Lang):
+        self.d, self.g, self.L = d, g, lang
+        self.types = [g.types[v] for v in d.values]
+        self.n_in = len(d.inputs)
+
+    def b(self, value: str, output: bool = False) -> int:
+        vals = self.d.values
+        if output:
+            return self.n_in + self.d.outputs.index(value)
+        return vals.index(value)
+
+    def shape(self, i: int) -> tuple[int, ...]:
+        return self.types[i].shape
+
+    def dtype(self, i: int) -> str:
+        return self.types[i].dtype
+
+    def ld(self, i: int, coords: Sequence[str]) -> str:
+        return self.L.load(i, self.dtype(i), lin(self.shape(i), coords))
+
+    def map_coords(self, m: Any, coord: Any) -> list[str]:
+        return [coord(int(r[1])) if r[0] == "d" else str(int(r[1])) for r in m]
+
+    def finish(self, coords: Sequence[str], value: str, prefix: str = "e") -> list[str]:
+        """Store the root's result at ``coords`` (root output axes), through the epilogue."""
+        d = self.d
+        root_out = d.root.outputs[0]
+        lines: list[str] = []
+        if root_out in d.outputs:
+            i = self.b(root_out, True)
+            lines.append(self.L.store(i, self.dtype(i), lin(self.shape(i), coords), value))
+        ep = d.epilogue
+        if ep is None:
+            return lines
+        a = ep.attrs
+        rank = len(a["dims"])
+        slot = ep.inputs.index(root_out)
+        m = a["maps"][slot]
+        dim_of: dict[int, str] = {}
+        for j, r in enumerate(m):
+            if r[0] == "d":
+                dim_of[int(r[1])] = coords[j]
+        if len(dim_of) != rank:
+            raise CompileError(f"dispatch {d.name}: the epilogue reads the root result through {m}, "
+                               f"which is not a permutation of its iteration space")
+
+        def arg(k: int, dtype: str) -> str:
+            if k == slot:
+                return value
+            v = ep.inputs[k]
+            return self.ld(self.b(v), self.map_coords(a["maps"][k], lambda x: dim_of[x]))
+
+        def extract(k: int, idx: list[str], dtype: str) -> str:
+            return self.ld(self.b(ep.inputs[k]), idx)
+
+        body_lines, ys = emit_body(a["body"], self.L, arg, lambda x: dim_of[x], extract, prefix)
+        lines += body_lines
+        for k, y in enumerate(ys):
+            out = ep.outputs[k]
+            i = self.b(out, True)
+            oc = self.map_coords(a["maps"][len(ep.inputs) + k], lambda x: dim_of[x])
+            lines.append(self.L.store(i, self.dtype(i), lin(self.shape(i), oc), y))
+        return lines
+
+
+def _coords(dims: Sequence[int], var: str = "c", src: str = "tid",
+            names: Sequence[str] | None = None) -> list[str]:
+    """Decompose the linear ``src`` into row-major coordinates ``c0..`` (or ``names``) over ``dims``."""
+    out, stride, strides = [], 1, []
+    for s in reversed(dims):
+        strides.append(stride)
+        stride *= int(s)
+    strides.reverse()
+    for i, (s, st) in enumerate(zip(dims, strides)):
+        e = src if st == 1 else f"({src} / {st})"
+        if i > 0:
+            e = f"{e} % {s}"
+        name = names[i] if names else f"{var}{i}"
+        out.append(f"int {name} = {e if s != 1 else '0'};")
+    return out
+
+
+def _size(dims: Sequence[int]) -> int:
+    n = 1
+    for s in dims:
+        n *= int(s)
+    return n
+
+
+def _point(t: Tuning, total: int, lines: list[str], coord_lines: list[str], name: str,
+           vec: int = 1) -> Plan:
+    block = t.block
+    threads = -(-total // vec)
+    groups = fold_groups(-(-threads // block))
+    ctx = {"block": block, "total": threads, "groups_x": groups[0], "coord_lines": coord_lines,
+           "lines": lines, "name": name}
+    return Plan("point.j2", ctx, (block, 1, 1), groups)
+
+
+# -- generic ----------------------------------------------------------------------------------
+
+def _plan_generic(c: _Ctx, t: Tuning) -> Plan:
+    op = c.d.root
+    a = op.attrs
+    if c.d.epilogue is not None:
+        raise CompileError(f"dispatch {c.d.name}: a generic root takes no epilogue (fuse it into the body)")
+    if "reduction" in a["iterators"]:
+        return _plan_reduction(c, t)
+    dims = [int(x) for x in a["dims"]]
+    rank = len(dims)
+    n_in = len(op.inputs)
+    maps = a["maps"]
+    last = ("d", rank - 1)
+
+    def vectorizable(m: Any, i: int) -> bool:
+        return (m is not None and rank > 0 and tuple(m[-1]) == last and last not in [tuple(r) for r in m[:-1]]
+                and c.dtype(i) == "f32" and c.shape(i)[-1] % 4 == 0)
+
+    vec = 4 if rank and dims[-1] % 4 == 0 and _size(dims) >= 1024 else 1
+    loops = dims[:-1] + [dims[-1] // vec] if rank else []
+    coord_lines = _coords(loops)
+    if vec > 1:
+        coord_lines[-1] = coord_lines[-1].replace(f"int c{rank - 1} = ", f"int c{rank - 1} = 4 * (") + ""
+        coord_lines[-1] = coord_lines[-1][:-1] + ");"
+    lines: list[str] = []
+    plan_vec: set[int] = set()
+    cache: dict[int, str] = {}
+    for k, v in enumerate(op.inputs):
+        m = maps[k]
+        i = c.b(v)
+        if vec > 1 and vectorizable(m, i):
+            off = lin(c.shape(i), c.map_coords(m, lambda x: f"c{x}"))
+            lines.append(f"{c.L.vec4} q{k} = {c.L.load4(i, f'({off}) / 4')};")
+            plan_vec.add(i)
+            cache[k] = f"q{k}"
+        elif vec > 1 and m is not None and last not in [tuple(r) for r in m]:
+            lines.append(f"{ctype(c.dtype(i))} s{k} = {c.ld(i, c.map_coords(m, lambda x: f'c{x}'))};")
+            cache[k] = f"s{k}"
+    for lane in range(vec):
+        def coord(x: int, lane: int = lane) -> str:
+            return f"(c{x} + {lane})" if (vec > 1 and x == rank - 1 and lane) else f"c{x}"
+
+        def arg(k: int, dtype: str, lane: int = lane, coord: Any = coord) -> str:
+            if k in cache:
+                return f"{cache[k]}.{'xyzw'[lane]}" if cache[k].startswith("q") else cache[k]
+            i = c.b(op.inputs[k])
+            return c.ld(i, c.map_coords(maps[k], coord))
+
+        def extract(k: int, idx: list[str], dtype: str) -> str:
+            return c.ld(c.b(op.inputs[k]), idx)
+
+        body, ys = emit_body(a["body"], c.L, arg, coord, extract, f"v{lane}_")
+        lines += body
+        for k, y in enumerate(ys):
+            i = c.b(op.outputs[k], True)
+            m = maps[n_in + k]
+            if vec > 1 and vectorizable(m, i):
+                if lane == vec - 1:
+                    off = lin(c.shape(i), c.map_coords(m, lambda x: f"c{x}"))
+                    vals = [f"v{ln}_{a['body'].yields[k]}" for ln in range(vec)]
+                    lines.append(c.L.store4(i, f"({off}) / 4", vals))
+                    plan_vec.add(i)
+            else:
+                lines.append(c.L.store(i, c.dtype(i), lin(c.shape(i), c.map_coords(m, coord)), y))
+    p = _point(t, _size(dims), lines, coord_lines, c.d.name, vec)
+    p.vec4 = plan_vec
+    return p
+
+
+def _combine(kind: str, acc: str, v: str) -> str:
+    return {"add": f"{acc} + {v}", "mul": f"{acc} * {v}", "max": f"max({acc}, {v})",
+            "min": f"min({acc}, {v})"}[kind]
+
+
+def _neutral(c: _Ctx, kind: str, dtype: str) -> str:
+    if ctype(dtype) in ("float", "double"):
+        return c.L.lit(_NEUTRAL[kind], dtype)
+    big = {"int": 2 ** 31 - 1, "int64_t": 2 ** 63 - 1}.get(ctype(dtype), 2 ** 31 - 1)
+    return c.L.lit({"add": 0, "mul": 1, "max": -big - 1, "min": big}[kind], dtype)
+
+
+def _plan_reduction(c: _Ctx, t: Tuning) -> Plan:
+    op = c.d.root
+    a = op.attrs
+    dims = [int(x) for x in a["dims"]]
+    iters = a["iterators"]
+    par = [d for d in range(len(dims)) if iters[d] == "parallel"]
+    red = [d for d in range(len(dims)) if iters[d] == "reduction"]
+    n_in = len(op.inputs)
+    maps = a["maps"]
+    points, length = _size([dims[d] for d in par]), _size([dims[d] for d in red])
+    inner = red[-1]
+    contiguous = any(m is not None and len(m) and tuple(m[-1]) == ("d", inner) for m in maps[:n_in])
+    strategy, threads = reduction_plan(t, points, length, contiguous)
+    body = a["body"]
+    kinds = a["reduce"]
+    ytypes = [body.nodes[y].dtype for y in body.yields]
+    par_name = {d: f"c{j}" for j, d in enumerate(par)}
+    red_name = {d: f"r{d}" for d in red}
+
+    def coord(x: int) -> str:
+        return par_name.get(x) or red_name[x]
+
+    def arg(k: int, dtype: str) -> str:
+        return c.ld(c.b(op.inputs[k]), c.map_coords(maps[k], coord))
+
+    def extract(k: int, idx: list[str], dtype: str) -> str:
+        return c.ld(c.b(op.inputs[k]), idx)
+
+    body_lines, ys = emit_body(body, c.L, arg, coord, extract, "v")
+    accs = [f"acc{k}" for k in range(len(ys))]
+    init_lines = [f"{ctype(ytypes[k])} {accs[k]} = {_neutral(c, kinds[k], ytypes[k])};" for k in range(len(ys))]
+    update = [f"{accs[k]} = {_combine(kinds[k], accs[k], ys[k])};" for k in range(len(ys))]
+
+    def final(k: int, value: str) -> tuple[list[str], str]:
+        if a["inits"][k] is not None:
+            idx = a["inits"][k]
+            init = c.ld(c.b(op.inputs[idx]), c.map_coords(maps[idx], coord))
+        else:
+            init = c.L.lit(a["init_consts"][k], ytypes[k])
+        return [], _combine(kinds[k], init, value)
+
+    finish: list[str] = []
+    for k, out in enumerate(op.outputs):
+        _, v = final(k, accs[k])
+        i = c.b(out, True) if out in c.d.outputs else None
+        oc = c.map_coords(maps[n_in + k], coord)
+        if k == 0 and (c.d.epilogue is not None or out in c.d.outputs):
+            finish.append(f"{ctype(ytypes[k])} res{k} = {v};")
+            finish += c.finish(oc, f"res{k}")
+        elif i is not None:
+            finish.append(c.L.store(i, c.dtype(i), lin(c.shape(i), oc), v))
+    par_dims = [dims[d] for d in par]
+    if strategy == "thread":
+        loops = [(red_name[d], dims[d]) for d in red]
+        lines = init_lines + [f"for (int {v} = 0; {v} < {n}; {v}++) {{" for v, n in loops]
+        lines += ["  " + ln for ln in body_lines + update] + ["}" * len(loops)] + finish
+        return _point(t, points, lines, _coords(par_dims), c.d.name)
+    # One workgroup per output point; threads stride over the flattened reduction space.
+    red_dims = [dims[d] for d in red]
+    rcoords = _coords(red_dims, src="ri", names=[red_name[d] for d in red])
+    groups = fold_groups(points)
+    shared = [(ctype(ytypes[k]), f"red{k}", threads) for k in range(len(ys))]
+    ctx = {"block": threads, "groups_x": groups[0], "points": points, "length": length,
+           "coord_lines": _coords(par_dims, "c", "gid"), "init_lines": init_lines,
+           "rcoord_lines": rcoords, "body_lines": body_lines, "update_lines": update,
+           "accs": accs, "red_types": [ctype(y) for y in ytypes], "combine": [_combine(kinds[k], "x", "y") for k in range(len(ys))],
+           "finish_lines": finish, "name": c.d.name}
+    return Plan("reduce_wg.j2", ctx, (threads, 1, 1), groups, shared)
+
+
+# -- data movement --------------------------------------------------------------------------
+
+def _plan_move(c: _Ctx, t: Tuning) -> Plan:
+    op = c.d.root
+    a = op.attrs
+    out_shape = c.g.types[op.outputs[0]].shape
+    rank = len(out_shape)
+    o = [f"c{j}" for j in range(rank)]
+    x = c.b(op.inputs[0])
+    dt = ctype(c.g.types[op.outputs[0]].dtype)
+    lines: list[str] = []
+    if op.kind == "pad":
+        lo = [int(v) for v in a["low"]]
+        src = [f"(c{j} - {lo[j]})" if lo[j] else f"c{j}" for j in range(rank)]
+        conds = [f"uint({s}) < {n}u" for s, n, l, h in zip(src, c.shape(x), lo, a["high"]) if l or h]
+        lines.append(f"{dt} r = {c.L.lit(a['value'], c.dtype(x))};")
+        lines.append(f"if ({' && '.join(conds) or 'true'}) r = {c.ld(x, src)};")
+    elif op.kind == "concat":
+        axis = int(a["axis"])
+        lines.append(f"{dt} r;")
+        start = 0
+        for k, v in enumerate(op.inputs):
+            i = c.b(v)
+            n = c.shape(i)[axis]
+            src = list(o)
+            src[axis] = f"(c{axis} - {start})" if start else f"c{axis}"
+            cond = f"c{axis} < {start + n}"
+            kw = "if" if k == 0 else "else if"
+            if k == len(op.inputs) - 1:
+                lines.append(f"else r = {c.ld(i, src)};" if k else f"r = {c.ld(i, src)};")
+            else:
+                lines.append(f"{kw} ({cond}) r = {c.ld(i, src)};")
+            start += n
+    elif op.kind == "slice":
+        sizes = [int(s) for s in a["sizes"]]
+        lines.append(f"int lin_idx = {lin(out_shape, o)};")
+        lines += _coords(sizes, "s", "lin_idx")
+        src = [f"({int(off)} + s{j} * {int(st)})" for j, (off, st) in enumerate(zip(a["offsets"], a["strides"]))]
+        lines.append(f"{dt} r = {c.ld(x, src)};")
+    elif op.kind == "insert_slice":
+        sizes = [int(s) for s in a["sizes"]]
+        rel = [f"(c{j} - {int(off)})" for j, off in enumerate(a["offsets"])]
+        conds = []
+        for j, (r, n, st) in enumerate(zip(rel, sizes, a["strides"])):
+            conds.append(f"{r} >= 0 && {r} < {(n - 1) * int(st) + 1}" + (f" && {r} % {int(st)} == 0" if int(st) != 1 else ""))
+        if len(op.inputs) > 1:
+            dflt = c.ld(c.b(op.inputs[1]), o)
+        else:
+            fill = a.get("dest_fill")
+            dflt = c.L.lit(0 if fill is None else fill, c.dtype(x))
+        lines.append(f"{dt} r = {dflt};")
+        lines.append(f"if ({' && '.join(conds)}) {{")
+        idx = [f"{r} / {int(st)}" if int(st) != 1 else r for r, st in zip(rel, a["strides"])]
+        lines.append(f"  r = {c.L.load(x, c.dtype(x), lin(sizes, idx))};")
+        lines.append("}")
+    elif op.kind in ("copy", "reshape"):
+        lines.append(f"{dt} r = {c.L.load(x, c.dtype(x), lin(out_shape, o))};")
+    else:
+        raise CompileError(f"no data-movement kernel for '{op.kind}'")
+    lines += c.finish(o, "r")
+    return _point(t, _size(out_shape), lines, _coords(out_shape), c.d.name)
+
+
+# -- windows: depthwise conv, pooling, direct conv --------------------------------------------
+
+def _window_ctx(c: _Ctx) -> dict[str, Any]:
+    op = c.d.root
+    a = op.attrs
+    out_shape = c.g.types[op.outputs[0]].shape
+    x = c.b(op.inputs[0])
+    layout = a["layout"]
+    nhwc = layout.startswith("nhwc")
+    xs = c.shape(x)
+    if layout == "ngchw":
+        raise CompileError("grouped conv runs as a GEMM, not a window kernel")
+    n, ch, h, w = (xs[0], xs[3], xs[1], xs[2]) if nhwc else xs
+    pads = [int(p) for p in a.get("pads", [0, 0, 0, 0])]
+    return {"x": x, "nhwc": nhwc, "H": h, "W": w, "C": ch, "pt": pads[0], "pl": pads[1],
+            "sh": int(a["strides"][0]), "sw": int(a["strides"][1]), "dh": int(a["dilations"][0]),
+            "dw": int(a["dilations"][1]), "out_shape": out_shape}
+
+
+def _plan_window(c: _Ctx, t: Tuning) -> Plan:
+    op = c.d.root
+    a = op.attrs
+    w = _window_ctx(c)
+    nhwc = w["nhwc"]
+    out_shape = w["out_shape"]
+    x = w["x"]
+    if nhwc:
+        n_, oh, ow, ch = "c0", "c1", "c2", "c3"
+    else:
+        n_, ch, oh, ow = "c0", "c1", "c2", "c3"
+    if op.kind == "pool":
+        kh, kw = (int(k) for k in a["kernel"])
+        mode = a["mode"]
+        acc0 = c.L.lit(float("-inf") if mode == "max" else 0.0, "f32")
+        upd = "r = max(r, v);" if mode == "max" else "r += v;"
+        pad_v = c.L.lit(a.get("pad_value", 0.0), "f32")
+        wload = None
+    else:
+        wi = c.b(op.inputs[1])
+        ws = c.shape(wi)
+        kh, kw = (ws[0], ws[1]) if nhwc else (ws[1], ws[2])
+        acc0 = c.L.lit(0.0, "f32")
+        upd = None
+        pad_v = c.L.lit(a.get("pad_value", 0.0), "f32")
+        wload = c.ld(wi, ["i", "j", ch] if nhwc else [ch, "i", "j"])
+    xload = c.ld(x, [n_, "ih", "iw", ch] if nhwc else [n_, ch, "ih", "iw"])
+    ctx = dict(w, KH=kh, KW=kw, n=n_, ch=ch, oh=oh, ow=ow, acc0=acc0, upd=upd, pad_v=pad_v,
+               xload=xload, wload=wload, padded=any(int(p) for p in a.get("pads", [0, 0, 0, 0])),
+               finish=c.finish([f"c{j}" for j in range(4)], "r"))
+    p = _point(t, _size(out_shape), [], _coords(out_shape), c.d.name)
+    p.template = "window.j2"
+    p.ctx.update(ctx)
+    return p
+
+
+# -- GEMM ---------------------------------------------------------------------------------------
+
+def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
+    """matmul, batch_matmul and conv2d as C[b] (M x N) = A[b] (M x K) * B[b] (K x N)."""
+    op = c.d.root
+    a = op.attrs
+    out_shape = c.g.types[op.outputs[0]].shape
+    ia, ib = c.b(op.inputs[0]), c.b(op.inputs[1])
+    helpers: list[tuple[str, str, str, list[str]]] = []
+    if op.kind in ("matmul", "batch_matmul"):
+        sa, sb = c.shape(ia), c.shape(ib)
+        batch = sa[0] if op.kind == "batch_matmul" else 1
+        ta, tb = bool(a.get("transpose_a")), bool(a.get("transpose_b"))
+        m, k = (sa[-1], sa[-2]) if ta else (sa[-2], sa[-1])
+        n = sb[-2] if tb else sb[-1]
+        pre = ["b"] if op.kind == "batch_matmul" else []
+        load_a = c.ld(ia, pre + (["k", "m"] if ta else ["m", "k"]))
+        load_b = c.ld(ib, pre + (["n", "k"] if tb else ["k", "n"]))
+        a_kc, b_nc = not ta, not tb
+        out = pre + ["m", "n"]
+    else:  # conv2d as implicit GEMM
+        layout = a["layout"]
+        xs, ws = c.shape(ia), c.shape(ib)
+        oshape = out_shape
+        st, dl = [int(s) for s in a["strides"]], [int(s) for s in a["dilations"]]
+        pads = [int(p) for p in a.get("pads", [0, 0, 0, 0])]
+        pad_v = c.L.lit(a.get("pad_value", 0.0), "f32")
+        if layout in ("nchw", "ngchw"):
+            g = xs[1] if layout == "ngchw" else 1
+            cin, h, w = xs[-3:]
+            f = ws[-4]
+            kh, kw = ws[-2:]
+            oh, ow = oshape[-2:]
+            nb = xs[0]
+            batch, m, n, k = g, f, nb * oh * ow, cin * kh * kw
+            pre = ["b"] if layout == "ngchw" else []
+            load_a = c.L.load(ib, c.dtype(ib), f"{'b * ' + str(f * k) + ' + ' if pre else ''}m * {k} + k")
+            xc = (["nn", "b", "ci", "ih", "iw"] if pre else ["nn", "ci", "ih", "iw"])
+            im2col_k = [f"int ci = k / {kh * kw};", f"int ki = (k / {kw}) % {kh};", f"int kj = k % {kw};"]
+            im2col_n = [f"int nn = n / {oh * ow};", f"int oy = (n / {ow}) % {oh};", f"int ox = n % {ow};"]
+            load_b = "hb_im2col(b, k, n)"
+            out = (["(n / %d)" % (oh * ow), "b", "m", f"((n / {ow}) % {oh})", f"(n % {ow})"] if pre else
+                   [f"(n / {oh * ow})", "m", f"((n / {ow}) % {oh})", f"(n % {ow})"])
+            a_kc, b_nc = True, True
+            fn_k, fn_n = im2col_k, im2col_n
+        else:  # nhwc_hwcf / nhwc_fhwc: M = pixels, N = F
+            nb, h, w, cin = xs
+            if layout == "nhwc_hwcf":
+                kh, kw, _, f = ws
+            else:
+                f, kh, kw, _ = ws
+            oh, ow = oshape[1], oshape[2]
+            batch, m, n, k = 1, nb * oh * ow, f, kh * kw * cin
+            xc = ["nn", "ih", "iw", "ci"]
+            fn_k = [f"int ki = k / {kw * cin};", f"int kj = (k / {cin}) % {kw};", f"int ci = k % {cin};"]
+            fn_n = [f"int nn = n / {oh * ow};", f"int oy = (n / {ow}) % {oh};", f"int ox = n % {ow};"]
+            load_a = "hb_im2col(b, k, m)"
+            load_b = c.L.load(ib, c.dtype(ib), f"k * {f} + n" if layout == "nhwc_hwcf" else f"n * {k} + k")
+            out = [f"(m / {oh * ow})", f"((m / {ow}) % {oh})", f"(m % {ow})", "n"]
+            a_kc, b_nc = True, layout == "nhwc_hwcf"
+        x_ld = c.ld(ia, xc)
+        conds = f"uint(ih) < {h}u && uint(iw) < {w}u"
+        helpers.append(("float", "hb_im2col", "int b, int k, int n", [
+            *fn_k, *fn_n, f"int ih = oy * {st[0]} - {pads[0]} + ki * {dl[0]};",
+            f"int iw = ox * {st[1]} - {pads[1]} + kj * {dl[1]};",
+            f"float v = {pad_v};", f"if ({conds}) v = {x_ld};", "return v;"]))
+    tiles = gemm_tiles(t, m, n, k, batch)
+    in_dt = c.dtype(ia)
+    mma = matrix_shape(t, in_dt) if op.kind in ("matmul", "batch_matmul") and in_dt in ("f16", "bf16") else None
+    gx, gy = -(-n // tiles.bn), -(-m // tiles.bm)
+    ctx = {"M": m, "N": n, "K": k, "BM": tiles.bm, "BN": tiles.bn, "BK": tiles.bk, "TM": tiles.tm,
+           "TN": tiles.tn, "TX": tiles.bn // tiles.tn, "TY": tiles.bm // tiles.tm, "WG": tiles.threads,
+           "PAD": 4, "load_a": load_a, "load_b": load_b, "a_kc": a_kc, "b_nc": b_nc,
+           "out": out, "finish": c.finish(out, "{{VALUE}}"), "batch": batch, "name": c.d.name}
+    ctx["finish"] = "\n".join(ctx["finish"])
+    shared = [("float", "As", tiles.bk * (tiles.bm + 4)), ("float", "Bs", tiles.bk * (tiles.bn + 4))]
+    p = Plan("gemm.j2", ctx, (tiles.threads, 1, 1), (gx, gy, batch), shared, helpers=helpers)
+    if mma is not None:
+        p.features.add("mma")
+        p.ctx["mma"] = mma
+    return p
+
+
+def plan_dispatch(d: Any, g: Graph, t: Tuning, lang: Lang) -> Plan:
+    """The kernel plan of dispatch ``d`` for target ``t`` in ``lang``."""
+    disp = as_dispatch(d)
+    c = _Ctx(disp, g, lang)
+    kind = disp.root.kind
+    if kind == "generic":
+        return _plan_generic(c, t)
+    if kind in ("pad", "concat", "slice", "insert_slice", "copy", "reshape"):
+        return _plan_move(c, t)
+    if kind in ("depthwise_conv2d", "pool"):
+        return _plan_window(c, t)
+    if kind in ("matmul", "batch_matmul", "conv2d"):
+        return _plan_gemm(c, t)
+    raise CompileError(f"GPU codegen has no kernel for '{kind}' (dispatch {disp.name})")
