@@ -6,13 +6,14 @@ NumPy kernels the local drivers run), and a few cases also check against plain N
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 from halbench.compiler.ir import Body, Graph, Node, Op, TensorType
 
-__all__ = ["CASES", "build", "reference", "random_inputs"]
+__all__ = ["CASES", "build", "random_inputs", "reference"]
 
 F = "f32"
 
@@ -68,7 +69,7 @@ def _bias_relu(shape: tuple[int, ...], bias_axis: int, root_out: str = "r") -> t
 
 # -- cases ------------------------------------------------------------------------------------
 
-def elementwise(shape: tuple[int, ...]) -> tuple[Graph, Op]:
+def elementwise(shape: tuple[int, ...], dtype: str = F) -> tuple[Graph, Op]:
     """erf(a + b[last]) * tanh(a) + rsqrt(|a| + 1), exp(-a), select and compares."""
     rank = len(shape)
 
@@ -85,8 +86,9 @@ def elementwise(shape: tuple[int, ...]) -> tuple[Graph, Op]:
         sel = b.add(Node("select", (c, r, x)))
         return [b.add(Node("addf", (m, sel)))]
 
-    g = _graph({"a": (shape, F), "b": ((shape[-1],), F), "o": (shape, F)})
-    op = _generic(["a", "b"], ["o"], list(shape), [_ident(rank), (("d", rank - 1),), _ident(rank)], _body(f, [F, F]))
+    g = _graph({"a": (shape, dtype), "b": ((shape[-1],), dtype), "o": (shape, dtype)})
+    op = _generic(["a", "b"], ["o"], list(shape), [_ident(rank), (("d", rank - 1),), _ident(rank)],
+                  _body(f, [dtype, dtype]))
     return g, _dispatch(op)
 
 

@@ -83,7 +83,7 @@ def test_all_emits_bda_first():
 def test_both_abis_share_the_body():
     g, d = cc.build("matmul")
     _, src = glsl_sources(d, g, "llvmpipe")
-    body = lambda s: s[s.index("void main()"):].split("\n", 4)[-1]  # noqa: E731 - after the BDA setup
+    body = lambda s: s[s.index("void main()"):].split("\n", 4)[-1]
     assert body(src["bda"]).strip().endswith(body(src["descriptors"]).strip()[-200:])
 
 
@@ -131,3 +131,22 @@ def test_tuning_picks_workgroups_from_the_target():
     big = gemm_tiles(h100, 4096, 4096, 4096)
     assert big.threads <= h100.max_invocations and big.shared_bytes() <= h100.shared_bytes
     assert gemm_tiles(lp, 1, 768, 768).bm <= 64
+
+
+#: f16 storage, f32 arithmetic (rounded once on store): the oracle computes in f16, so allow
+#: the f16 rounding of both sides, accumulated over K (documented bound for f16: 1e-2).
+F16_RTOL = 1e-2
+
+
+@pytest.mark.parametrize("abi", ["bda", "descriptors"])
+@pytest.mark.parametrize("case", ["matmul_f16", "elementwise_f16"])
+def test_f16_matches_oracle(vk, case, abi):
+    if case == "matmul_f16":
+        g, d = cc.matmul(24, 40, 33, dtype="f16")
+    else:
+        g, d = cc.elementwise((6, 40), dtype="f16")
+    inputs = cc.random_inputs(g, d)
+    ref = cc.reference(g, d, inputs)
+    (variant,) = generate_vulkan(d, g, "llvmpipe", abi)
+    (out,) = run_variant(vk, variant, inputs, [(g.types[d.outputs[0]].shape, np.float16)])
+    assert rel_err(out, ref[0]) <= F16_RTOL

@@ -9,10 +9,11 @@ only the buffer declarations differ. Every module passes spirv-val (compile_glsl
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, ClassVar
 
 import jinja2
 
@@ -23,7 +24,7 @@ from halbench.compiler.ir import Graph
 from halbench.errors import CompileError
 from halbench.hal import EntryPoint, ExecutableBinary
 
-__all__ = ["GpuVariant", "GLSL", "generate_vulkan", "glsl_sources", "render", "ABIS"]
+__all__ = ["ABIS", "GLSL", "GpuVariant", "generate_vulkan", "glsl_sources", "render"]
 
 ABIS = {"bda": "vulkan-spirv-bda-v1", "descriptors": "vulkan-spirv-descriptors-v1"}
 
@@ -52,7 +53,7 @@ class GpuVariant:
         return ExecutableBinary(self.format, self.payload, (self.entry,), self.target)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _env() -> jinja2.Environment:
     return jinja2.Environment(loader=jinja2.FileSystemLoader(str(Path(__file__).parent / "templates")),
                               undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
@@ -71,11 +72,11 @@ class GLSL(Lang):
     barrier = "barrier();"
     vec4 = "vec4"
     ll_suffix = "l"
-    unary = {"exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "tanh": "hb_tanh",
+    unary: ClassVar[dict[str, str]] = {"exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "tanh": "hb_tanh",
              "erf": "hb_erf", "sqrt": "sqrt", "rsqrt": "inversesqrt", "absf": "abs", "ceil": "ceil",
              "floor": "floor", "round": "hb_round", "roundeven": "roundEven", "sin": "sin", "cos": "cos",
              "atan": "atan", "expm1": "hb_expm1", "log1p": "hb_log1p"}
-    binary = {"maximumf": "max", "minimumf": "min", "maxnumf": "max", "minnumf": "min", "remf": "hb_fmod",
+    binary: ClassVar[dict[str, str]] = {"maximumf": "max", "minimumf": "min", "maxnumf": "max", "minnumf": "min", "remf": "hb_fmod",
               "powf": "hb_pow", "atan2": "atan", "copysign": "hb_copysign", "fma": "fma"}
 
     def load(self, i: int, dtype: str, off: str) -> str:
@@ -94,10 +95,6 @@ class GLSL(Lang):
 
     def store4(self, i: int, off4: str, values: Sequence[str]) -> str:
         return f"V{i}[{off4}] = vec4({', '.join(values)});"
-
-    def float_lit(self, v: float) -> str:
-        s = super().float_lit(v)
-        return s
 
     def bits_to_float(self, bits: str) -> str:
         if bits.startswith("0x"):

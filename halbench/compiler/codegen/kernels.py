@@ -16,8 +16,9 @@ Families:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from halbench.compiler.codegen.lang import Lang, ctype, emit_body, lin
 from halbench.compiler.codegen.tuning import Tuning, fold_groups, gemm_tiles, matrix_shape, reduction_plan
@@ -396,7 +397,7 @@ def _window_ctx(c: _Ctx) -> dict[str, Any]:
     xs = c.shape(x)
     if layout == "ngchw":
         raise CompileError("grouped conv runs as a GEMM, not a window kernel")
-    n, ch, h, w = (xs[0], xs[3], xs[1], xs[2]) if nhwc else xs
+    _, ch, h, w = (xs[0], xs[3], xs[1], xs[2]) if nhwc else xs
     pads = [int(p) for p in a.get("pads", [0, 0, 0, 0])]
     return {"x": x, "nhwc": nhwc, "H": h, "W": w, "C": ch, "pt": pads[0], "pl": pads[1],
             "sh": int(a["strides"][0]), "sw": int(a["strides"][1]), "dh": int(a["dilations"][0]),
@@ -480,7 +481,7 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
             im2col_k = [f"int ci = k / {kh * kw};", f"int ki = (k / {kw}) % {kh};", f"int kj = k % {kw};"]
             im2col_n = [f"int nn = n / {oh * ow};", f"int oy = (n / {ow}) % {oh};", f"int ox = n % {ow};"]
             load_b = "hb_im2col(b, k, n)"
-            out = (["(n / %d)" % (oh * ow), "b", "m", f"((n / {ow}) % {oh})", f"(n % {ow})"] if pre else
+            out = ([f"(n / {oh * ow})", "b", "m", f"((n / {ow}) % {oh})", f"(n % {ow})"] if pre else
                    [f"(n / {oh * ow})", "m", f"((n / {ow}) % {oh})", f"(n % {ow})"])
             a_kc, b_nc = True, True
             fn_k, fn_n = im2col_k, im2col_n

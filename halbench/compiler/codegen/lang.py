@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import math
 import struct
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
 
 from halbench.errors import CompileError
 
-__all__ = ["Lang", "emit_body", "ctype", "lin", "FLOATS"]
+__all__ = ["FLOATS", "Lang", "ctype", "emit_body", "lin"]
 
 FLOATS = ("f16", "bf16", "f32", "f64")
 _CTYPE = {"f16": "float", "bf16": "float", "f32": "float", "f64": "double", "i1": "bool",
@@ -55,8 +56,8 @@ class Lang:
     group_z = "blockIdx.z"
     barrier = "__syncthreads();"
     #: unary float functions: IR name -> function name
-    unary: dict[str, str] = {}
-    binary: dict[str, str] = {}
+    unary: ClassVar[dict[str, str]] = {}
+    binary: ClassVar[dict[str, str]] = {}
 
     # -- buffers (binding i holds elements of ``dtype``) --------------------------------
     def ref(self, i: int, off: str) -> str:

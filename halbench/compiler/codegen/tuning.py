@@ -19,8 +19,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Tuning", "GemmTiles", "tuning_for", "gemm_tiles", "matrix_shape", "MAX_GROUPS_X",
-           "fold_groups", "reduction_plan"]
+__all__ = [
+    "MAX_GROUPS_X",
+    "GemmTiles",
+    "Tuning",
+    "fold_groups",
+    "gemm_tiles",
+    "matrix_shape",
+    "reduction_plan",
+    "tuning_for",
+]
 
 #: Vulkan guarantees 65535 workgroups per dimension; larger grids fold x into y.
 MAX_GROUPS_X = 65535
@@ -78,13 +86,8 @@ def tuning_for(target: Any, api: str) -> Tuning:
         shared = int(getattr(target, "shared_memory_bytes", 16 * 1024) or 16 * 1024)
     matrix = tuple(target.matrix_shapes(api)) if hasattr(target, "matrix_shapes") else ()
     arch = str(getattr(target, "arch", "") or "")
-    if api == "vulkan":
-        sv = getattr(target, "spirv_version", None) or "1.6"
-        name = "spirv1.6" if sv in ("1.6", None) else f"spirv{sv}"
-        # compile_glsl always targets Vulkan 1.3 (SPIR-V 1.6): say so, whatever the table says.
-        name = "spirv1.6"
-    else:
-        name = arch
+    # compile_glsl always targets Vulkan 1.3, i.e. SPIR-V 1.6, whatever the table's version.
+    name = "spirv1.6" if api == "vulkan" else arch
     return Tuning(api, name, arch, int(sub), inv, shared, int(getattr(target, "compute_units", 0) or 0),
                   matrix, bool(getattr(target, "fp16", False)), bool(getattr(target, "bf16", False)))
 

@@ -1,0 +1,114 @@
+"""CUDA codegen: a dispatch -> CUDA C (the shared templates) -> cubin for the exact arch + PTX.
+
+``generate_cuda(dispatch, graph, target)`` returns a ``cuda-cubin-v1`` variant for the target's
+arch (``sm_90`` ...) and a ``cuda-ptx-v1`` fallback the driver JIT-compiles on later GPUs. The
+kernel is ``hb_main`` in the source and ``main`` in the binary (NVRTC renames it; CUDA C cannot
+name a kernel ``main``). ABI: one pointer per binding, no uint32 parameters (shapes are baked
+in); block = the entry's workgroup_size.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from halbench.compiler.codegen.glsl import GpuVariant, _needs, render
+from halbench.compiler.codegen.kernels import Plan, as_dispatch, plan_dispatch
+from halbench.compiler.codegen.lang import Lang
+from halbench.compiler.codegen.tuning import Tuning, tuning_for
+from halbench.compiler.ir import Graph
+from halbench.errors import CompileError
+from halbench.hal import EntryPoint
+
+__all__ = ["CUDA", "cuda_source", "generate_cuda"]
+
+_STYPE = {"f32": "float", "f16": "__half", "bf16": "unsigned short", "f64": "double", "i1": "unsigned char",
+          "i8": "signed char", "i16": "short", "i32": "int", "i64": "long long", "u8": "unsigned char",
+          "u16": "unsigned short", "u32": "unsigned int", "u64": "unsigned long long"}
+
+CUDA_HEADER = "#include <cuda_fp16.h>"
+
+
+class CUDA(Lang):
+    name = "cuda"
+    vec4 = "float4"
+    unary: ClassVar[dict[str, str]] = {"exp": "expf", "exp2": "exp2f", "log": "logf", "log2": "log2f", "tanh": "tanhf", "erf": "erff",
+             "sqrt": "sqrtf", "rsqrt": "rsqrtf", "absf": "fabsf", "ceil": "ceilf", "floor": "floorf",
+             "round": "roundf", "roundeven": "rintf", "sin": "sinf", "cos": "cosf", "atan": "atanf",
+             "expm1": "expm1f", "log1p": "log1pf"}
+    binary: ClassVar[dict[str, str]] = {"maximumf": "fmaxf", "minimumf": "fminf", "maxnumf": "fmaxf", "minnumf": "fminf",
+              "remf": "fmodf", "powf": "powf", "atan2": "atan2f", "copysign": "copysignf", "fma": "fmaf"}
+
+    def load(self, i: int, dtype: str, off: str) -> str:
+        r = f"B{i}[{off}]"
+        return {"f16": f"__half2float({r})", "bf16": f"__uint_as_float(uint({r}) << 16)",
+                "i1": f"({r} != 0)", "i8": f"int({r})", "i16": f"int({r})", "u8": f"uint({r})",
+                "u16": f"uint({r})"}.get(dtype, r)
+
+    def store(self, i: int, dtype: str, off: str, value: str) -> str:
+        v = {"f16": f"__float2half({value})", "bf16": f"(unsigned short)hb_f2bf({value})",
+             "i1": f"(unsigned char)({value} ? 1 : 0)", "i8": f"(signed char)({value})",
+             "i16": f"(short)({value})", "u8": f"(unsigned char)({value})",
+             "u16": f"(unsigned short)({value})"}.get(dtype, value)
+        return f"B{i}[{off}] = {v};"
+
+    def load4(self, i: int, off4: str) -> str:
+        return f"reinterpret_cast<const float4*>(B{i})[{off4}]"
+
+    def store4(self, i: int, off4: str, values: Sequence[str]) -> str:
+        return f"reinterpret_cast<float4*>(B{i})[{off4}] = make_float4({', '.join(values)});"
+
+    def bits_to_float(self, bits: str) -> str:
+        return f"__int_as_float(int({bits}))"
+
+    def float_to_bits(self, x: str) -> str:
+        return f"__float_as_int({x})"
+
+    def round_half(self, x: str) -> str:
+        return f"__half2float(__float2half({x}))"
+
+
+def _render(plan: Plan, d: Any, g: Graph, lang: Lang, header: str) -> str:
+    disp = as_dispatch(d)
+    body = render(plan.template, L=lang, **plan.ctx)
+    need = _needs(body + "\n".join("\n".join(h[3]) for h in plan.helpers))
+    bindings = []
+    for i, v in enumerate(disp.values):
+        dt = g.types[v].dtype
+        if dt not in _STYPE:
+            raise CompileError(f"CUDA codegen does not support element type '{dt}' (value {v})")
+        bindings.append({"i": i, "stype": _STYPE[dt], "input": i < len(disp.inputs)})
+    return render("cuda_module.j2", header=header, name=plan.ctx.get("name", disp.name), wg=plan.workgroup_size,
+                  bindings=bindings, shared=plan.shared, helpers=plan.helpers, body=body,
+                  library=render("cuda_library.j2", need=need))
+
+
+def cuda_source(d: Any, g: Graph, target: Any = None, tuning: Tuning | None = None) -> tuple[Plan, str]:
+    """The kernel plan and its CUDA C source (no compilation)."""
+    t = tuning or tuning_for(target, "cuda")
+    L = CUDA()
+    plan = plan_dispatch(d, g, t, L)
+    return plan, _render(plan, d, g, L, CUDA_HEADER)
+
+
+def generate_cuda(d: Any, g: Graph, target: Any = None, *, formats: Sequence[str] = ("cubin", "ptx")) -> list[GpuVariant]:
+    """cubin (for the target's exact arch) then PTX variants of dispatch ``d``."""
+    from halbench.compiler.backends.nvrtc import compile_cuda
+
+    t = tuning_for(target, "cuda")
+    if not re.fullmatch(r"sm_\d+[af]?", t.arch):
+        raise CompileError(f"CUDA target '{t.arch}' is not an sm_XY arch")
+    plan, src = cuda_source(d, g, tuning=t)
+    disp = as_dispatch(d)
+    name = re.sub(r"[^A-Za-z0-9_]+", "_", disp.name)
+    entry = EntryPoint("main", len(disp.values), 0, plan.workgroup_size)
+    out = []
+    for fmt in formats:
+        try:
+            data = compile_cuda(src, arch=t.arch, output=fmt, name=name, rename={"hb_main": "main"})
+        except CompileError as e:
+            numbered = "\n".join(f"{i + 1:4d} {ln}" for i, ln in enumerate(src.splitlines()))
+            raise CompileError(f"{e}\n--- generated CUDA ({name}, {t.arch}) ---\n{numbered}") from None
+        out.append(GpuVariant(f"cuda-{fmt}-v1", t.arch, data, entry, plan.workgroups, (), src))
+    return out
