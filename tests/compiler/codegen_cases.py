@@ -330,7 +330,7 @@ def random_inputs(g: Graph, d: Op, seed: int = 0) -> list[np.ndarray]:
     for v in d.inputs:
         t = g.types[v]
         if t.dtype.startswith("i"):
-            hi = min(g.types[u].shape[0] for u in d.inputs if g.types[u].dtype.startswith("f"))
+            hi = min([g.types[u].shape[0] for u in d.inputs if g.types[u].dtype.startswith("f")] or [2])
             out.append(rng.integers(0, hi, size=t.shape).astype(np.int64 if t.dtype == "i64" else np.int32))
         else:
             x = rng.uniform(0.1, 1.1, size=t.shape) * rng.choice([-1.0, 1.0], size=t.shape)
