@@ -195,6 +195,11 @@ def run_module_cmd(device: str, module_path: str, function: str | None, inputs: 
 @click.option("--vulkan-target", default=None, help="Vulkan target name (see list-targets).")
 @click.option("--cuda-target", default=None, help="CUDA target name (see list-targets).")
 @click.option("--rocm-target", default=None, help="ROCm/HIP target name (see list-targets).")
+@click.option("--target", "target_all", default=None, metavar="auto|DUMP.json",
+              help="Target of every GPU API not named above: 'auto' probes this machine's devices, "
+                   "or a `dump-devices --format json` file from another machine.")
+@click.option("--vulkan-dispatch-abi", type=click.Choice(["all", "bda", "descriptors"]), default="all",
+              show_default=True, help="Vulkan executable ABI(s); 'all' emits BDA first, descriptors second.")
 @click.option("--weights", type=click.Choice(["file", "random"]), default="file", show_default=True,
               help="Store weights in the bundle, or declare them seeded-random (small benchmark bundles).")
 @click.option("--input-shape", "input_shapes", multiple=True, metavar="NAME=1x3x224x224",
@@ -202,7 +207,8 @@ def run_module_cmd(device: str, module_path: str, function: str | None, inputs: 
 @click.option("--dump-after", default=None, metavar="PASS", help="Print the IR after PASS (or all).")
 @click.option("--statistics", is_flag=True, help="Print compile statistics.")
 def compile_cmd(input_path: str, output: str, target_devices: tuple[str, ...], vulkan_target: str | None,
-                cuda_target: str | None, rocm_target: str | None, weights: str,
+                cuda_target: str | None, rocm_target: str | None, target_all: str | None,
+                vulkan_dispatch_abi: str, weights: str,
                 input_shapes: tuple[str, ...], dump_after: str | None, statistics: bool) -> None:
     """Compile an ONNX or MLIR model into a bundle (.hbx) for run-module and the runtime."""
     from halbench.bundle import write_bundle
@@ -214,7 +220,8 @@ def compile_cmd(input_path: str, output: str, target_devices: tuple[str, ...], v
                         f"or compile on another machine and copy the .hbx") from None
     given = {"target_devices": tuple(target_devices), "weights": weights,
              "input_shapes": _input_shapes(input_shapes), "dump_after": dump_after,
-             "vulkan_target": vulkan_target, "cuda_target": cuda_target, "rocm_target": rocm_target}
+             "vulkan_target": vulkan_target or target_all, "cuda_target": cuda_target or target_all,
+             "rocm_target": rocm_target or target_all, "vulkan_dispatch_abi": vulkan_dispatch_abi}
     result = compile_model(input_path, _options(CompileOptions, given))
     manifest, members = (result.manifest, result.members) if hasattr(result, "manifest") else result
     write_bundle(output, manifest, members)
@@ -242,7 +249,7 @@ def _options(cls: type, given: dict) -> object:
     import dataclasses
 
     fields = {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else set(given)
-    defaults = {"weights": "file", "target_devices": ("local",)}
+    defaults = {"weights": "file", "target_devices": ("local",), "vulkan_dispatch_abi": "all"}
     unknown = [k for k, v in given.items()
                if k not in fields and v not in (None, {}, ()) and defaults.get(k) != v]
     if unknown:

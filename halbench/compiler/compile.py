@@ -39,7 +39,8 @@ __all__ = ["CompileOptions", "CompiledModule", "compile_model", "compile_graph",
 
 #: How ``weights="random"`` initialises float weights (bundle-format.md: seeded normal).
 RANDOM_INIT = {"distribution": "normal", "scale": 0.02}
-_DEVICES = ("local",)
+_DEVICES = ("local", "vulkan", "cuda", "hip")
+_ABIS = ("all", "bda", "descriptors")
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,13 @@ class CompileOptions:
     input_shapes: Any = ()
     seed: int = 1234
     dump_after: str | None = None
+    #: Target names per API (any naming scheme of ``list-targets``), ``auto`` (the first probed
+    #: device of that API), or a ``dump-devices --format json`` file; None: a safe default.
+    vulkan_target: str | None = None
+    cuda_target: str | None = None
+    rocm_target: str | None = None
+    #: ``all`` emits the BDA variant first and the descriptor variant second.
+    vulkan_dispatch_abi: str = "all"
 
     def __post_init__(self) -> None:
         shapes = self.input_shapes
@@ -68,10 +76,22 @@ class CompileOptions:
         unknown = [d for d in self.target_devices if d not in _DEVICES]
         if unknown:
             raise UserError(f"unknown target device(s) {unknown}; this compiler emits: {', '.join(_DEVICES)}")
+        if not self.target_devices:
+            raise UserError("give at least one --target-device (local, vulkan, cuda, hip)")
+        if self.vulkan_dispatch_abi not in _ABIS:
+            raise UserError(f"--vulkan-dispatch-abi must be one of {', '.join(_ABIS)}, "
+                            f"not '{self.vulkan_dispatch_abi}'")
 
     def to_dict(self) -> dict[str, Any]:
         return {"target_devices": list(self.target_devices), "weights": self.weights,
-                "input_shapes": {k: list(v) for k, v in self.input_shapes}, "seed": self.seed}
+                "input_shapes": {k: list(v) for k, v in self.input_shapes}, "seed": self.seed,
+                "vulkan_target": self.vulkan_target, "cuda_target": self.cuda_target,
+                "rocm_target": self.rocm_target, "vulkan_dispatch_abi": self.vulkan_dispatch_abi}
+
+    def resolved_targets(self) -> dict[str, Any]:
+        """API -> ``targets.Target`` for every GPU target device (names, ``auto`` and files)."""
+        return {api: _resolve_target(api, getattr(self, _TARGET_OPTION[api]))
+                for api in self.target_devices if api != "local"}
 
     def cache_key(self) -> str:
         """A content hash of the options that change the output (not ``dump_after``)."""
@@ -123,13 +143,20 @@ def compile_graph(graph: Graph, options: CompileOptions, source: Mapping[str, An
     t1 = time.perf_counter()
     members: dict[str, bytes] = {}
     executables = []
+    targets = options.resolved_targets()
     for i, d in enumerate(g.ops):
         variants = []
-        if "local" in options.target_devices:
-            binary = local_executable(d, g)
-            member = f"executables/{i}.{len(variants)}.json"
-            members[member] = binary.data
-            variants.append(Variant("local-v1", binary.target, member, binary.entries[0], (1, 1, 1)))
+        for api in options.target_devices:  # variants in the order the target devices were given
+            if api == "local":
+                binary = local_executable(d, g)
+                member = f"executables/{i}.{len(variants)}.json"
+                members[member] = binary.data
+                variants.append(Variant("local-v1", binary.target, member, binary.entries[0], (1, 1, 1)))
+                continue
+            for v in _generate(api, d, g, targets[api], options):
+                member = f"executables/{i}.{len(variants)}.{v.ext}"
+                members[member] = v.payload
+                variants.append(Variant(v.format, v.target, member, v.entry, v.workgroups, v.constants))
         executables.append(ExecutableDecl(i, f"dispatch_{i}_{_safe(d.attrs['name'])}", tuple(variants)))
     timings["codegen"] = time.perf_counter() - t1
     t2 = time.perf_counter()
@@ -229,4 +256,49 @@ def _schedule(g: Graph, options: CompileOptions, executables: list[ExecutableDec
     return Manifest(tuple(buffers), tuple(executables), (fn,), tuple(weights),
                     created_by=f"halbench {version}", source=dict(source),
                     options={"target_devices": list(options.target_devices), "weights": options.weights},
-                    targets=tuple({"device": dev, "target": "host"} for dev in options.target_devices))
+                    targets=tuple({"device": dev, "target": _target_name(dev, options)}
+                                  for dev in options.target_devices))
+
+
+_TARGET_OPTION = {"vulkan": "vulkan_target", "cuda": "cuda_target", "hip": "rocm_target"}
+
+
+def _target_name(api: str, options: CompileOptions) -> str:
+    return "host" if api == "local" else options.resolved_targets()[api].name
+
+
+def _resolve_target(api: str, name: str | None) -> Any:
+    """A target from a name, ``auto`` (probe this machine), or a dump-devices JSON file."""
+    from halbench.compiler import targets as T
+
+    if name is None:
+        return T.default_target(api)
+    if name in ("auto", "host"):
+        from halbench.drivers import get_driver
+
+        devices = get_driver(api).query_available_devices()
+        if not devices:
+            raise UserError(f"--{_TARGET_OPTION[api].replace('_', '-')}=auto: no {api} device here; "
+                            f"name a target (halbench list-targets --api {api})")
+        return T.target_from_device(devices[0], api)
+    if name.endswith(".json"):
+        try:
+            doc = json.loads(Path(name).read_text())
+        except (OSError, ValueError) as e:
+            raise UserError(f"cannot read the device dump {name}: {e}") from None
+        return T.target_from_device(doc, api)
+    return T.resolve_target(api, name)
+
+
+def _generate(api: str, d: Any, g: Graph, target: Any, options: CompileOptions) -> list[Any]:
+    if api == "vulkan":
+        from halbench.compiler.codegen.glsl import generate_vulkan
+
+        return generate_vulkan(d, g, target, options.vulkan_dispatch_abi)
+    if api == "cuda":
+        from halbench.compiler.codegen.cuda import generate_cuda
+
+        return generate_cuda(d, g, target)
+    from halbench.compiler.codegen.hip import generate_hip
+
+    return generate_hip(d, g, target)
