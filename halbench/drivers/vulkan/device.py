@@ -26,17 +26,16 @@ from halbench.drivers.vulkan.physical import (OPTIONAL_EXTENSIONS, OPTIONAL_FEAT
 from halbench.drivers.vulkan.sync import (VulkanSemaphore, VulkanSubmission, create_timeline, timeline_value,
                                           wait_timeline)
 from halbench.drivers.vulkan.timing import Clock
-from halbench.errors import DriverUnavailable, OutOfDeviceMemory, UserError, WaitTimeout
+from halbench.drivers.vulkan.transfer import Stager
+from halbench.errors import DriverUnavailable, OutOfDeviceMemory, UserError
 from halbench.hal import DEFAULT_TIMEOUT_S, Device, ExecutableBinary, Semaphore
 
 if TYPE_CHECKING:
     from halbench.hal import Driver
     from halbench.probe.info import DeviceInfo
 
-__all__ = ["VulkanDevice", "create_device", "pick_queue_family", "STAGING_BYTES"]
+__all__ = ["VulkanDevice", "create_device", "pick_queue_family"]
 
-#: Host<->device copies on non-mapped memory go through a staging buffer of this size, in chunks.
-STAGING_BYTES = 16 << 20
 _FNS = ("vkQueueSubmit2", "vkWaitSemaphores", "vkGetSemaphoreCounterValue", "vkSignalSemaphore",
         "vkCmdBindPipeline", "vkCmdPushConstants", "vkCmdDispatch", "vkCmdPipelineBarrier2", "vkCmdCopyBuffer",
         "vkCmdFillBuffer", "vkCmdWriteTimestamp2", "vkCmdResetQueryPool", "vkCmdBindDescriptorSets",
@@ -96,7 +95,6 @@ class VulkanDevice(Device):
         self._command_buffers: set[VulkanCommandBuffer] = set()
         self._executables: list[VulkanExecutable] = []
         self._semaphores: list[VulkanSemaphore] = []
-        self._staging: VulkanBuffer | None = None
         self._create(info, physical, options)
 
     # -- creation ---------------------------------------------------------------------
@@ -133,9 +131,11 @@ class VulkanDevice(Device):
         core = vk.VkPhysicalDeviceFeatures(**{n: 1 for n in OPTIONAL_FEATURES["VkPhysicalDeviceFeatures"]
                                               if enabled[n]})
         f2 = vk.VkPhysicalDeviceFeatures2(pNext=chain, features=core)
-        prio = ffi.new("float*", 1.0)
+        # A second queue of the family, where there is one, carries staging copies (transfer.py).
+        self.queue_count = min(2, p.queue_families[family][1])
+        prio = ffi.new("float[]", [1.0, 0.5][:self.queue_count])
         qinfo = ffi.new("VkDeviceQueueCreateInfo*", {"sType": vk.VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
-                                                     "queueFamilyIndex": family, "queueCount": 1,
+                                                     "queueFamilyIndex": family, "queueCount": self.queue_count,
                                                      "pQueuePriorities": prio})
         ext_names = [ffi.new("char[]", e.encode()) for e in exts]
         ext_arr = ffi.new("char*[]", ext_names)
@@ -201,6 +201,12 @@ class VulkanDevice(Device):
                                        | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT,
                                        [(HV | HC | HCACHED, -1), (HV | HC, -1)], mapped=True)
         self.pipeline_cache = PipelineCache(self)
+        side = None
+        if self.queue_count > 1:
+            lib.vkGetDeviceQueue(h, self.queue_family, 1, q)
+            side = q[0]
+        self.stager = Stager(self, side)
+        self.pending_wait: tuple[Any, int] | None = None
         bits = p.queue_families[self.queue_family][2]
         self.clock = Clock(self, bits) if bits else None
 
@@ -259,6 +265,9 @@ class VulkanDevice(Device):
         with self._lock:
             self.submitted += 1
             sub.value = v = self.submitted
+            if self.pending_wait is not None:
+                wait = wait + ((SimpleNamespace(handle=self.pending_wait[0]), self.pending_wait[1]),)
+                self.pending_wait = None
             if not wait and not signal:
                 self._signal_info.value = v
                 self._submit_info.pCommandBufferInfos = cb.submit_info
@@ -297,45 +306,6 @@ class VulkanDevice(Device):
         self.completed = max(self.completed, value)
         return True
 
-    def sync_host(self, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
-        """Wait until every submission so far finished (host access to memory follows)."""
-        target = self.submitted
-        if self.completed < target and not self.wait_value(target, timeout_s):
-            raise WaitTimeout(f"{self.uri}: earlier submissions did not finish within {timeout_s} s; "
-                              "a submission may wait on a semaphore that is never signaled")
-
-    def _one_shot(self, src: VulkanBuffer, dst: VulkanBuffer, src_off: int, dst_off: int, n: int) -> None:
-        """Copy on the queue, after all earlier work, and wait for it."""
-        cb = VulkanCommandBuffer(self, profile=False)
-        cb._copy(src, dst, src_off, dst_off, n)
-        cb.ended = True
-        cb._end()
-        try:
-            sub = self._submit(cb, (), ())
-            sub.wait(DEFAULT_TIMEOUT_S)
-        finally:
-            cb.release()
-
-    def _staging_buffer(self) -> VulkanBuffer:
-        if self._staging is None:
-            self._staging = VulkanBuffer(self, STAGING_BYTES, self.staging_pool)
-        return self._staging
-
-    def staged_write(self, buf: VulkanBuffer, data: memoryview, offset: int) -> None:
-        st = self._staging_buffer()
-        for start in range(0, data.nbytes, STAGING_BYTES):
-            n = min(STAGING_BYTES, data.nbytes - start)
-            self.sync_host()  # the staging buffer may still feed the previous chunk
-            ffi.memmove(st.block.ptr + st.offset, data[start:start + n], n)
-            self._one_shot(st, buf, 0, offset + start, n)
-
-    def staged_read(self, buf: VulkanBuffer, out: memoryview, offset: int) -> None:
-        st = self._staging_buffer()
-        for start in range(0, out.nbytes, STAGING_BYTES):
-            n = min(STAGING_BYTES, out.nbytes - start)
-            self._one_shot(buf, st, offset + start, 0, n)
-            ffi.memmove(out[start:start + n], st.block.ptr + st.offset, n)
-
     # -- teardown -----------------------------------------------------------------------
     def _close(self) -> None:
         if self.handle is None:
@@ -357,8 +327,8 @@ class VulkanDevice(Device):
                 exe._free()
         for s in self._semaphores:
             s.destroy()
-        if self._staging is not None:
-            self._staging._free()
+        if hasattr(self, "stager"):
+            self.stager.destroy()
         for pool in ("device_pool", "table_pool", "staging_pool"):
             if hasattr(self, pool):
                 getattr(self, pool).destroy()

@@ -177,20 +177,19 @@ class VulkanBuffer(Buffer):
 
     def _write(self, data: memoryview, offset: int) -> None:
         dev = self.device
+        # Host access is immediate, as on every driver: callers order it with waits.
         if self.block.ptr is not None:
-            dev.sync_host()  # earlier submissions may still read this range
             ffi.memmove(self.block.ptr + (self.offset + offset), data, data.nbytes)
         else:
-            dev.staged_write(self, data, offset)
+            dev.stager.write(self, data, offset)
 
     def _read(self, out: memoryview, offset: int) -> None:
         dev = self.device
         if self.block.ptr is not None and self.pool.type_flags & HCACHED:
-            dev.sync_host()  # earlier submissions may still write this range
             ffi.memmove(out, self.block.ptr + (self.offset + offset), out.nbytes)
         else:
             # Uncached (write-combined, e.g. a BAR window) memory reads at a crawl: stage instead.
-            dev.staged_read(self, out, offset)
+            dev.stager.read(self, out, offset)
 
     def _free(self) -> None:
         self.pool.free(self.block, self.offset, self.reserved)
