@@ -82,36 +82,65 @@ def _compiler_fingerprint() -> str:
     return h.hexdigest()[:16]
 
 
-def _model_file(params: dict[str, Any]) -> Path:
+def _source(params: dict[str, Any]) -> tuple[str, str, Any]:
+    """(name, content key, a function that returns the model file) for a model benchmark.
+
+    A zoo model is keyed by its name, options and the halbench sources that build it, and only
+    built when its bundle is not cached (ResNet-50's ONNX file is ~100 MB; a seeded-random
+    bundle of it is ~1 MB, small enough to carry to a machine without the compiler)."""
     if "path" in params:
         p = Path(params["path"])
         if not p.exists():
             raise UserError(f"model file {p} does not exist")
-        return p
+        return p.stem, hashlib.sha256(p.read_bytes()).hexdigest(), lambda: p
     from halbench.bench import zoo
 
     name = zoo.resolve_name(params["zoo"])
     opts = {k: params[k] for k in ("batch", "seq") if k in params}
-    key = hashlib.sha256(repr((name, sorted(opts.items()), _compiler_fingerprint())).encode()).hexdigest()[:16]
-    path = cache_dir() / "models" / f"{name}-{key}.onnx"
-    if not path.exists():
-        zoo.save(name, path, **opts)
-    return path
+    key = hashlib.sha256(repr((name, sorted(opts.items()), _compiler_fingerprint())).encode()).hexdigest()
+
+    def build() -> Path:
+        path = cache_dir() / "models" / f"{name}-{key[:16]}.onnx"
+        if not path.exists():
+            zoo.save(name, path, **opts)
+        return path
+
+    return name, key, build
 
 
-def compile_cached(model: Path, target_devices: tuple[str, ...], weights: str,
-                   input_shapes: dict[str, Any] | None = None) -> tuple[Path, dict[str, Any]]:
-    """Compile ``model`` for ``target_devices`` unless an identical bundle is cached."""
+def target_name(info: Any, api: str) -> str | None:
+    """The compiler target for a probed device, as a name of the target table (so that a
+    bundle compiled elsewhere for ``h100`` is the one cached for an H100 here), or None for
+    the safe default when the table does not know the device."""
+    if api == "local":
+        return None
+    from halbench.compiler.targets import resolve_target, target_from_device
+    from halbench.errors import HalbenchError
+
+    try:
+        name = target_from_device(info, api).name
+        resolve_target(api, name)
+    except HalbenchError:
+        return None
+    return name
+
+
+def compile_cached(params: dict[str, Any], target_devices: tuple[str, ...], weights: str,
+                   input_shapes: dict[str, Any] | None = None,
+                   targets: dict[str, str | None] | None = None) -> tuple[Path, dict[str, Any]]:
+    """Compile the benchmark's model for ``target_devices`` unless an identical bundle is cached."""
     from halbench.compiler.compile import CompileOptions, compile_model
 
-    opts = CompileOptions(target_devices=target_devices, weights=weights, input_shapes=input_shapes or {})
-    key = hashlib.sha256((hashlib.sha256(model.read_bytes()).hexdigest() + opts.cache_key()
-                          + _compiler_fingerprint()).encode()).hexdigest()[:24]
-    out = cache_dir() / "bundles" / f"{model.stem}-{key}.hbx"
+    names = {f"{'rocm' if api == 'hip' else api}_target": n for api, n in (targets or {}).items() if n}
+    opts = CompileOptions(target_devices=target_devices, weights=weights, input_shapes=input_shapes or {},
+                          **names)
+    name, source_key, build = _source(params)
+    key = hashlib.sha256((source_key + opts.cache_key() + _compiler_fingerprint()).encode()).hexdigest()[:24]
+    out = cache_dir() / "bundles" / f"{name}-{key}.hbx"
     if out.exists():
         return out, {"cached": True, "seconds": 0.0}
     t0 = time.perf_counter()
-    cm = compile_model(model, opts)
+    cm = compile_model(build(), opts)
     out.parent.mkdir(parents=True, exist_ok=True)
     cm.write(out)
     st = cm.statistics
@@ -132,7 +161,7 @@ def _reference() -> Any:
     return _reference_device
 
 
-def _inputs(params: dict[str, Any], model: Path, module: Any) -> list[np.ndarray]:
+def _inputs(params: dict[str, Any], module: Any) -> list[np.ndarray]:
     if "zoo" in params:
         from halbench.bench import zoo
 
@@ -160,14 +189,15 @@ def prepare_model(spec: BenchmarkSpec, device: Any) -> Iterator[PreparedModel]:
     from halbench.runtime import Module
 
     p = dict(spec.params)
-    model = _model_file(p)
     target = _TARGET_OF_DRIVER.get(device.info.driver, device.info.driver)
     targets = (target,) if target == "local" else (target, "local")
     shapes = p.get("input_shapes")
-    bundle, stats = compile_cached(model, targets, p.get("weights", "file"), shapes)
+    bundle, stats = compile_cached(p, targets, p.get("weights", "file"), shapes,
+                                   {target: target_name(device.info, target)})
+    stats["target"] = target_name(device.info, target) or "default"
     module = Module.load(bundle, device)
     try:
-        inputs = _inputs(p, model, module)
+        inputs = _inputs(p, module)
         with Module.load(bundle, _reference()) as ref_module:
             reference = ref_module.invoke(None, inputs)
         exe_formats = {module.variant(e.id).format for e in module.bundle.manifest.executables}

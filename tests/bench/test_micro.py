@@ -22,7 +22,7 @@ SMALL = {
     "transfer-d2h": {"bytes": 1 << 20},
 }
 
-DEVICES = ["local-sync://", "local-task://", "vulkan://"]
+DEVICES = ["local-sync://", "local-task://", "vulkan://", "cuda://"]
 
 
 @pytest.fixture(scope="module", params=DEVICES)
