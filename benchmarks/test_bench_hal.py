@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # tests.hal.* holds the backends and their kernels
     sys.path.insert(0, str(ROOT))
 
-from tests.hal.backends import BACKENDS, Backend  # noqa: E402
+from tests.hal.backends import BACKENDS, Backend
 
 DISPATCHES = 100
 TIMEOUT_S = 30.0

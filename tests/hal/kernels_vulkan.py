@@ -22,7 +22,7 @@ from pathlib import Path
 
 from halbench.hal import EntryPoint, ExecutableBinary
 
-__all__ = ["build", "glsl", "KERNELS"]
+__all__ = ["KERNELS", "build", "glsl"]
 
 _F, _U = "float", "uint"
 
@@ -105,17 +105,17 @@ def _tool(name: str) -> str:
     return found
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _compile(source: str) -> bytes:
     with tempfile.TemporaryDirectory() as tmp:
         src, spv = os.path.join(tmp, "k.comp"), os.path.join(tmp, "k.spv")
         Path(src).write_text(source)
         r = subprocess.run([_tool("glslangValidator"), "-V", "--target-env", "vulkan1.3", "-o", spv, src],
-                           capture_output=True, text=True)
+                           capture_output=True, text=True, check=False)
         if r.returncode:
             raise RuntimeError(f"glslangValidator failed:\n{r.stdout}{r.stderr}\n{source}")
         r = subprocess.run([_tool("spirv-val"), "--target-env", "vulkan1.3", spv],
-                           capture_output=True, text=True)
+                           capture_output=True, text=True, check=False)
         if r.returncode:
             raise RuntimeError(f"spirv-val rejected the SPIR-V:\n{r.stdout}{r.stderr}\n{source}")
         return Path(spv).read_bytes()

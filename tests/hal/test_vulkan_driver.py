@@ -175,9 +175,8 @@ def test_device_without_bda_offers_descriptors_only():
 def test_vkresult_mapping():
     from halbench.drivers.vulkan._vk import check, vk, vk_errors
 
-    with pytest.raises(OutOfDeviceMemory, match="VK_ERROR_OUT_OF_DEVICE_MEMORY"):
-        with vk_errors("vkAllocateMemory"):
-            raise vk.VkErrorOutOfDeviceMemory()
+    with pytest.raises(OutOfDeviceMemory, match="VK_ERROR_OUT_OF_DEVICE_MEMORY"), vk_errors("vkAllocateMemory"):
+        raise vk.VkErrorOutOfDeviceMemory()
     with pytest.raises(DriverError) as e:
         check(vk.VK_ERROR_FEATURE_NOT_PRESENT, "vkCreateDevice")
     assert e.value.api == "vulkan" and e.value.status == "VK_ERROR_FEATURE_NOT_PRESENT"

@@ -51,7 +51,7 @@ def test_suite_has_zero_validation_messages(config: str) -> None:
     if config in DESELECT:
         select += f" and {DESELECT[config]}"
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", "tests/hal", "-k", select],
-                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=900, check=False)
     out = r.stdout + r.stderr
     messages = [line for line in out.splitlines() if PREFIX in line]
     assert not messages, f"{len(messages)} validation messages, first ones:\n" + "\n".join(messages[:5])

@@ -12,8 +12,9 @@ import atexit
 import os
 import sys
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any
 
 import vulkan as vk
 from vulkan import ffi, lib
@@ -23,9 +24,22 @@ from halbench.errors import DeviceLost, DriverError, DriverUnavailable, OutOfDev
 if TYPE_CHECKING:
     from halbench.hal import Device
 
-__all__ = ["vk", "ffi", "lib", "check", "error", "vk_errors", "instance", "device_fn", "instance_fn",
-           "result_name", "validation_messages", "VALIDATION_LAYER",
-           "BUFFER_USAGE_SHADER_DEVICE_ADDRESS", "MEMORY_ALLOCATE_DEVICE_ADDRESS"]
+__all__ = [
+    "BUFFER_USAGE_SHADER_DEVICE_ADDRESS",
+    "MEMORY_ALLOCATE_DEVICE_ADDRESS",
+    "VALIDATION_LAYER",
+    "check",
+    "device_fn",
+    "error",
+    "ffi",
+    "instance",
+    "instance_fn",
+    "lib",
+    "result_name",
+    "validation_messages",
+    "vk",
+    "vk_errors",
+]
 
 VALIDATION_LAYER = "VK_LAYER_KHRONOS_validation"
 
@@ -71,7 +85,7 @@ def result_name(code: int) -> str:
     return _NAMES.get(code, f"VkResult({code})")
 
 
-def error(code: int, what: str, device: "Device | None" = None) -> DriverError:
+def error(code: int, what: str, device: Device | None = None) -> DriverError:
     """The halbench error for VkResult ``code`` returned by ``what``; marks a lost device."""
     name = result_name(code)
     where = f" on {device.uri}" if device is not None else ""
@@ -85,14 +99,14 @@ def error(code: int, what: str, device: "Device | None" = None) -> DriverError:
     return DriverError("vulkan", name, msg)
 
 
-def check(code: int, what: str, device: "Device | None" = None) -> None:
+def check(code: int, what: str, device: Device | None = None) -> None:
     """Raise the halbench error for a raw VkResult that is not VK_SUCCESS."""
     if code != 0:
         raise error(code, what, device)
 
 
 @contextmanager
-def vk_errors(what: str, device: "Device | None" = None) -> Iterator[None]:
+def vk_errors(what: str, device: Device | None = None) -> Iterator[None]:
     """Turn the `vulkan` package's exceptions raised inside the block into halbench errors."""
     try:
         yield

@@ -37,7 +37,7 @@ _SETS_PER_POOL = 64
 
 
 class VulkanCommandBuffer(CommandBuffer):
-    def __init__(self, device: "VulkanDevice", profile: bool):
+    def __init__(self, device: VulkanDevice, profile: bool):
         super().__init__(device, profile)
         self.ops: list[tuple[Any, ...]] = []
         self.keep: list[Any] = []  # cffi objects the recorded commands point into
@@ -135,14 +135,14 @@ class VulkanCommandBuffer(CommandBuffer):
     def _barrier(self) -> None:
         self.ops.append(("barrier",))
 
-    def _copy(self, src: "VulkanBuffer", dst: "VulkanBuffer", src_offset: int, dst_offset: int,
+    def _copy(self, src: VulkanBuffer, dst: VulkanBuffer, src_offset: int, dst_offset: int,
               nbytes: int) -> None:
         region = ffi.new("VkBufferCopy*", {"srcOffset": src.offset + src_offset,
                                            "dstOffset": dst.offset + dst_offset, "size": nbytes})
         self.keep.append(region)
         self.ops.append(("copy", src.vk_buffer, dst.vk_buffer, region))
 
-    def _fill(self, buffer: "VulkanBuffer", pattern: int, offset: int, nbytes: int) -> None:
+    def _fill(self, buffer: VulkanBuffer, pattern: int, offset: int, nbytes: int) -> None:
         self.ops.append(("fill", buffer.vk_buffer, buffer.offset + offset, nbytes, pattern))
 
     # -- emission ---------------------------------------------------------------------

@@ -21,13 +21,24 @@ from halbench.drivers.vulkan._vk import BUFFER_USAGE_SHADER_DEVICE_ADDRESS, chec
 from halbench.drivers.vulkan.command_buffer import VulkanCommandBuffer
 from halbench.drivers.vulkan.executable import BDA, DESCRIPTORS, PipelineCache, VulkanExecutable
 from halbench.drivers.vulkan.memory import DL, HC, HCACHED, HV, MemoryPool, VulkanBuffer
-from halbench.drivers.vulkan.physical import (OPTIONAL_EXTENSIONS, OPTIONAL_FEATURES, Physical, baseline_missing,
-                                              effective_info, physical_devices)
-from halbench.drivers.vulkan.sync import (VulkanSemaphore, VulkanSubmission, create_timeline, timeline_value,
-                                          wait_timeline)
+from halbench.drivers.vulkan.physical import (
+    OPTIONAL_EXTENSIONS,
+    OPTIONAL_FEATURES,
+    Physical,
+    baseline_missing,
+    effective_info,
+    physical_devices,
+)
+from halbench.drivers.vulkan.sync import (
+    VulkanSemaphore,
+    VulkanSubmission,
+    create_timeline,
+    timeline_value,
+    wait_timeline,
+)
 from halbench.drivers.vulkan.timing import Clock
 from halbench.drivers.vulkan.transfer import Stager
-from halbench.errors import DriverUnavailable, OutOfDeviceMemory, UserError
+from halbench.errors import DriverError, DriverUnavailable, OutOfDeviceMemory, UserError
 from halbench.hal import DEFAULT_TIMEOUT_S, Device, ExecutableBinary, Semaphore
 
 if TYPE_CHECKING:
@@ -55,7 +66,7 @@ def pick_queue_family(families: list[tuple[int, int, int]]) -> int | None:
     return min(compute, key=lambda i: (bool(families[i][0] & vk.VK_QUEUE_GRAPHICS_BIT), families[i][2] == 0, i))
 
 
-def _match(info: "DeviceInfo") -> Physical:
+def _match(info: DeviceInfo) -> Physical:
     from halbench.uri import normalize_uuid
 
     devices = physical_devices()
@@ -68,7 +79,7 @@ def _match(info: "DeviceInfo") -> Physical:
     raise DriverUnavailable("vulkan", f"no Vulkan physical device matches {info.uri} ({info.name})")
 
 
-def create_device(driver: "Driver", info: "DeviceInfo", **options: Any) -> "VulkanDevice":
+def create_device(driver: Driver, info: DeviceInfo, **options: Any) -> VulkanDevice:
     """Create the logical device for ``info``; a device below the vulkan-1.3 baseline is refused."""
     p = _match(info)
     eff = effective_info(info, p)
@@ -86,7 +97,7 @@ def create_device(driver: "Driver", info: "DeviceInfo", **options: Any) -> "Vulk
 class VulkanDevice(Device):
     transfer_alignment = 4  # vkCmdFillBuffer needs 4-byte offsets and sizes
 
-    def __init__(self, info: "DeviceInfo", physical: Physical, options: dict[str, Any]):
+    def __init__(self, info: DeviceInfo, physical: Physical, options: dict[str, Any]):
         super().__init__(info, info.uri)
         self.physical, self.options = physical, options
         self.handle: Any = None
@@ -98,7 +109,7 @@ class VulkanDevice(Device):
         self._create(info, physical, options)
 
     # -- creation ---------------------------------------------------------------------
-    def _create(self, info: "DeviceInfo", p: Physical, options: dict[str, Any]) -> None:
+    def _create(self, info: DeviceInfo, p: Physical, options: dict[str, Any]) -> None:
         family = pick_queue_family(p.queue_families)
         assert family is not None  # the baseline check saw a compute queue
         self.queue_family = family
@@ -314,7 +325,7 @@ class VulkanDevice(Device):
         if not self.lost and getattr(self, "timeline", None) is not None:
             try:
                 idle = self.wait_value(self.submitted, 10.0)
-            except Exception:  # a device lost now still gets its objects destroyed
+            except DriverError:  # a device lost now still gets its objects destroyed
                 idle = True
         if not idle:
             # Destroying objects the device still uses is undefined: leak them instead.

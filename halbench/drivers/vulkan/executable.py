@@ -24,7 +24,7 @@ from halbench.hal import EntryPoint, Executable, ExecutableBinary
 if TYPE_CHECKING:
     from halbench.drivers.vulkan.device import VulkanDevice
 
-__all__ = ["VulkanExecutable", "Pipeline", "PipelineCache", "BDA", "DESCRIPTORS"]
+__all__ = ["BDA", "DESCRIPTORS", "Pipeline", "PipelineCache", "VulkanExecutable"]
 
 BDA = "vulkan-spirv-bda-v1"
 DESCRIPTORS = "vulkan-spirv-descriptors-v1"
@@ -53,7 +53,7 @@ class PipelineCache:
     starts a fresh cache instead of feeding the new driver old data.
     """
 
-    def __init__(self, device: "VulkanDevice"):
+    def __init__(self, device: VulkanDevice):
         p = device.physical
         self.device = device
         self.path = cache_dir() / (f"{p.vendor_id:04x}-{p.device_id:04x}-{p.pipeline_cache_uuid.hex()}"
@@ -99,7 +99,7 @@ class PipelineCache:
 
 
 class VulkanExecutable(Executable):
-    def __init__(self, device: "VulkanDevice", binary: ExecutableBinary):
+    def __init__(self, device: VulkanDevice, binary: ExecutableBinary):
         super().__init__(device, binary)
         if len(binary.data) % 4 or binary.data[:4] != b"\x03\x02\x23\x07":
             raise UserError(f"executable data is not SPIR-V (bad magic or size {len(binary.data)} B)")

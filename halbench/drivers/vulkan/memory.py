@@ -11,15 +11,21 @@ from __future__ import annotations
 import bisect
 from typing import TYPE_CHECKING, Any
 
-from halbench.drivers.vulkan._vk import (BUFFER_USAGE_SHADER_DEVICE_ADDRESS, MEMORY_ALLOCATE_DEVICE_ADDRESS, check, ffi,
-                                         lib, vk)
-from halbench.errors import OutOfDeviceMemory, UserError
+from halbench.drivers.vulkan._vk import (
+    BUFFER_USAGE_SHADER_DEVICE_ADDRESS,
+    MEMORY_ALLOCATE_DEVICE_ADDRESS,
+    check,
+    ffi,
+    lib,
+    vk,
+)
+from halbench.errors import UserError
 from halbench.hal import Buffer
 
 if TYPE_CHECKING:
     from halbench.drivers.vulkan.device import VulkanDevice
 
-__all__ = ["MemoryPool", "Block", "VulkanBuffer", "pick_memory_type", "DL", "HV", "HC", "HCACHED"]
+__all__ = ["DL", "HC", "HCACHED", "HV", "Block", "MemoryPool", "VulkanBuffer", "pick_memory_type"]
 
 DL = vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT
 HV = vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT
@@ -41,7 +47,7 @@ def pick_memory_type(memory: Any, allowed_bits: int, preferences: list[tuple[int
 class Block:
     """One VkDeviceMemory + one VkBuffer over it; a sorted free list of (offset, size) ranges."""
 
-    def __init__(self, pool: "MemoryPool", size: int, dedicated: bool):
+    def __init__(self, pool: MemoryPool, size: int, dedicated: bool):
         dev = pool.device
         self.pool, self.size, self.dedicated = pool, size, dedicated
         self.buffer = self.memory = None
@@ -58,7 +64,7 @@ class Block:
             raise
         self.free_ranges: list[tuple[int, int]] = [(0, size)]
 
-    def _bind(self, pool: "MemoryPool", dev: "VulkanDevice") -> None:
+    def _bind(self, pool: MemoryPool, dev: VulkanDevice) -> None:
         req = ffi.new("VkMemoryRequirements*")
         lib.vkGetBufferMemoryRequirements(dev.handle, self.buffer, req)
         type_index = pool.type_index(req.memoryTypeBits)
@@ -117,7 +123,7 @@ class Block:
 class MemoryPool:
     """Blocks of one kind of memory (device buffers, binding tables, staging)."""
 
-    def __init__(self, device: "VulkanDevice", name: str, usage: int, preferences: list[tuple[int, int]],
+    def __init__(self, device: VulkanDevice, name: str, usage: int, preferences: list[tuple[int, int]],
                  mapped: bool, block_size: int = BLOCK_SIZE):
         self.device, self.name, self.usage, self.preferences = device, name, usage, preferences
         self.mapped = mapped
@@ -169,7 +175,7 @@ class MemoryPool:
 class VulkanBuffer(Buffer):
     """A range of a block. Host access is direct where the memory is mapped, else staged."""
 
-    def __init__(self, device: "VulkanDevice", nbytes: int, pool: MemoryPool):
+    def __init__(self, device: VulkanDevice, nbytes: int, pool: MemoryPool):
         super().__init__(device, nbytes)
         self.pool = pool
         self.block, self.offset, self.reserved = pool.alloc(nbytes)

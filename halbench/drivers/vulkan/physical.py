@@ -13,8 +13,15 @@ from typing import Any
 from halbench.drivers.vulkan._vk import ffi, instance, vk, vk_errors
 from halbench.probe.info import DeviceInfo, Features, Identity, Limits, QueueFamily, Timing
 
-__all__ = ["Physical", "physical_devices", "baseline_missing", "BASELINE_FEATURES", "OPTIONAL_FEATURES",
-           "fallback_info", "effective_info"]
+__all__ = [
+    "BASELINE_FEATURES",
+    "OPTIONAL_FEATURES",
+    "Physical",
+    "baseline_missing",
+    "effective_info",
+    "fallback_info",
+    "physical_devices",
+]
 
 #: The vulkan-1.3 tier: these features, API >= 1.3 and a compute queue.
 BASELINE_FEATURES = ("timelineSemaphore", "scalarBlockLayout", "synchronization2")

@@ -11,12 +11,12 @@ if TYPE_CHECKING:
     from halbench.drivers.vulkan.command_buffer import VulkanCommandBuffer
     from halbench.drivers.vulkan.device import VulkanDevice
 
-__all__ = ["VulkanSemaphore", "VulkanSubmission", "create_timeline", "wait_timeline", "timeline_value"]
+__all__ = ["VulkanSemaphore", "VulkanSubmission", "create_timeline", "timeline_value", "wait_timeline"]
 
 _VK_TIMEOUT = 2
 
 
-def create_timeline(device: "VulkanDevice", initial: int) -> Any:
+def create_timeline(device: VulkanDevice, initial: int) -> Any:
     ti = ffi.new("VkSemaphoreTypeCreateInfo*", {"sType": vk.VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO,
                                                 "semaphoreType": vk.VK_SEMAPHORE_TYPE_TIMELINE,
                                                 "initialValue": initial})
@@ -26,7 +26,7 @@ def create_timeline(device: "VulkanDevice", initial: int) -> Any:
     return out[0]
 
 
-def wait_timeline(device: "VulkanDevice", sem: Any, value: int, timeout_s: float) -> bool:
+def wait_timeline(device: VulkanDevice, sem: Any, value: int, timeout_s: float) -> bool:
     """True once ``sem`` reached ``value``; False after ``timeout_s``."""
     sems = ffi.new("VkSemaphore*", sem)
     vals = ffi.new("uint64_t*", value)
@@ -39,14 +39,14 @@ def wait_timeline(device: "VulkanDevice", sem: Any, value: int, timeout_s: float
     return True
 
 
-def timeline_value(device: "VulkanDevice", sem: Any) -> int:
+def timeline_value(device: VulkanDevice, sem: Any) -> int:
     out = ffi.new("uint64_t*")
     check(device.fn.vkGetSemaphoreCounterValue(device.handle, sem, out), "vkGetSemaphoreCounterValue", device)
     return int(out[0])
 
 
 class VulkanSemaphore(Semaphore):
-    def __init__(self, device: "VulkanDevice", initial: int):
+    def __init__(self, device: VulkanDevice, initial: int):
         super().__init__(device)
         self.handle = create_timeline(device, initial)
 
@@ -70,10 +70,10 @@ class VulkanSemaphore(Semaphore):
 class VulkanSubmission(Submission):
     """One queue submission; done when the device's internal timeline reaches ``value``."""
 
-    command_buffer: "VulkanCommandBuffer"
-    device: "VulkanDevice"
+    command_buffer: VulkanCommandBuffer
+    device: VulkanDevice
 
-    def __init__(self, device: "VulkanDevice", command_buffer: "VulkanCommandBuffer"):
+    def __init__(self, device: VulkanDevice, command_buffer: VulkanCommandBuffer):
         super().__init__(device, command_buffer)
         self.value = 0
 

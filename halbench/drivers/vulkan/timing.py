@@ -8,7 +8,8 @@ than 64 valid bits wrap: ticks are masked and unwrapped relative to the calibrat
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from halbench.drivers.vulkan._vk import check, device_fn, ffi, instance, instance_fn, vk
 from halbench.hal import DispatchTiming, Profile
@@ -16,7 +17,7 @@ from halbench.hal import DispatchTiming, Profile
 if TYPE_CHECKING:
     from halbench.drivers.vulkan.device import VulkanDevice
 
-__all__ = ["Clock", "PROBES"]
+__all__ = ["PROBES", "Clock"]
 
 #: Calibration samples per submission; the one with the smallest deviation wins.
 PROBES = 5
@@ -29,7 +30,7 @@ _INFO_STYPE = 1000184000
 class Clock:
     """Converts one queue's timestamps; ``calibrated`` tells whether host mapping is possible."""
 
-    def __init__(self, device: "VulkanDevice", valid_bits: int):
+    def __init__(self, device: VulkanDevice, valid_bits: int):
         self.device = device
         self.period_ns = float(device.physical.limits.timestampPeriod)
         self.bits = valid_bits

@@ -22,42 +22,42 @@ if TYPE_CHECKING:
     from halbench.drivers.vulkan.device import VulkanDevice
     from halbench.drivers.vulkan.memory import VulkanBuffer
 
-__all__ = ["Stager", "STAGING_BYTES"]
+__all__ = ["STAGING_BYTES", "Stager"]
 
 #: Size of the staging buffer; larger transfers go in chunks of this size.
 STAGING_BYTES = 16 << 20
 
 
 class Stager:
-    def __init__(self, device: "VulkanDevice", queue: Any):
+    def __init__(self, device: VulkanDevice, queue: Any):
         self.device = device
         self.queue = queue  # None: use the main queue
         self.timeline = create_timeline(device, 0) if queue is not None else None
         self.value = 0
-        self.buffer: "VulkanBuffer | None" = None
+        self.buffer: VulkanBuffer | None = None
 
-    def _staging(self) -> "VulkanBuffer":
+    def _staging(self) -> VulkanBuffer:
         from halbench.drivers.vulkan.memory import VulkanBuffer
 
         if self.buffer is None:
             self.buffer = VulkanBuffer(self.device, STAGING_BYTES, self.device.staging_pool)
         return self.buffer
 
-    def write(self, buf: "VulkanBuffer", data: memoryview, offset: int) -> None:
+    def write(self, buf: VulkanBuffer, data: memoryview, offset: int) -> None:
         st = self._staging()
         for start in range(0, data.nbytes, STAGING_BYTES):
             n = min(STAGING_BYTES, data.nbytes - start)
             ffi.memmove(st.block.ptr + st.offset, data[start:start + n], n)
             self._copy(st, buf, 0, offset + start, n)
 
-    def read(self, buf: "VulkanBuffer", out: memoryview, offset: int) -> None:
+    def read(self, buf: VulkanBuffer, out: memoryview, offset: int) -> None:
         st = self._staging()
         for start in range(0, out.nbytes, STAGING_BYTES):
             n = min(STAGING_BYTES, out.nbytes - start)
             self._copy(buf, st, offset + start, 0, n)
             ffi.memmove(out[start:start + n], st.block.ptr + st.offset, n)
 
-    def _copy(self, src: "VulkanBuffer", dst: "VulkanBuffer", src_off: int, dst_off: int, n: int) -> None:
+    def _copy(self, src: VulkanBuffer, dst: VulkanBuffer, src_off: int, dst_off: int, n: int) -> None:
         dev = self.device
         cb = VulkanCommandBuffer(dev, profile=False)
         cb._copy(src, dst, src_off, dst_off, n)
