@@ -5,7 +5,7 @@
 # Usage there:  source .gpu/setup.sh; scripts/gpu_check.sh [quick]
 set -u
 OUT=${OUT:-out}; mkdir -p "$OUT"
-export HALBENCH_GPU_TESTS=1 XDG_CACHE_HOME=/tmp/hbcache
+export HALBENCH_GPU_TESTS=1 XDG_CACHE_HOME=${XDG_CACHE_HOME:-/tmp/hbcache}
 py=python3
 step() { echo; echo "=== $1"; }
 step "versions"; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv 2>&1 | tail -2

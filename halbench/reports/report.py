@@ -21,11 +21,12 @@ __all__ = ["render_report", "write_report"]
 
 def _charts(ctx: dict[str, Any]) -> None:
     models = ctx["models"]
-    if models["rows"]:
-        series = [charts.Series(col["label"], [
-            (c["median"], c["p10"], c["p90"]) if c.get("median") is not None else None
-            for c in (row["cells"][i] for row in models["rows"])])
-            for i, col in enumerate(ctx["columns"])]
+    series = [charts.Series(col["label"], [
+        (c["median"], c["p10"], c["p90"]) if c.get("median") is not None and c["median"] > 0 else None
+        for c in (row["cells"][i] for row in models["rows"])])
+        for i, col in enumerate(ctx["columns"])]
+    # A run where every model failed has no latency to draw (log scale needs positive values).
+    if any(p is not None for s in series for p in s.points):
         ctx["latency_svg"] = charts.latency_chart([r["name"] for r in models["rows"]], series)
     else:
         ctx["latency_svg"] = ""

@@ -30,7 +30,8 @@ _F, _U = "float", "uint"
 KERNELS: dict[str, tuple[list[tuple[str, str]], list[str], int, str]] = {
     "scale_add": ([("a", _F), ("b", _F), ("outp", _F)], ["n", "alpha"], 64, """
     uint i = gl_GlobalInvocationID.x;
-    if (i < pc.n) outp.d[i] = uintBitsToFloat(pc.alpha) * a.d[i] + b.d[i];
+    // precise: no FMA contraction, so every compiler and both ABIs round the same way
+    if (i < pc.n) { precise float r = uintBitsToFloat(pc.alpha) * a.d[i] + b.d[i]; outp.d[i] = r; }
 """),
     "reduce_sum": ([("x", _F), ("outp", _F)], ["n"], 256, """
     uint t = gl_LocalInvocationID.x;
@@ -46,8 +47,9 @@ KERNELS: dict[str, tuple[list[tuple[str, str]], list[str], int, str]] = {
     "many_bindings": ([(f"in{k}", _F) for k in range(7)] + [("outp", _F)], ["n"], 64, """
     uint i = gl_GlobalInvocationID.x;
     if (i < pc.n) {
-        outp.d[i] = 1.0 * in0.d[i] + 2.0 * in1.d[i] + 3.0 * in2.d[i] + 4.0 * in3.d[i]
-                  + 5.0 * in4.d[i] + 6.0 * in5.d[i] + 7.0 * in6.d[i];
+        precise float r = 1.0 * in0.d[i] + 2.0 * in1.d[i] + 3.0 * in2.d[i] + 4.0 * in3.d[i]
+                        + 5.0 * in4.d[i] + 6.0 * in5.d[i] + 7.0 * in6.d[i];
+        outp.d[i] = r;
     }
 """),
     "add_one": ([("buf", _U)], ["n"], 64, """

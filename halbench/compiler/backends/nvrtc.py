@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import os
 import sys
 import sysconfig
 from functools import lru_cache
@@ -46,10 +47,15 @@ def nvrtc_version() -> tuple[int, int]:
 
 @lru_cache(maxsize=None)
 def cuda_include_dirs() -> tuple[str, ...]:
-    """Where the CUDA headers of the nvidia-* wheels are (nvidia/cu13/include, ...)."""
+    """Where the CUDA headers are: an installed CUDA toolkit first (its headers are complete and
+    consistent; newer nvidia-cuda-runtime wheels split ``crt/`` into another wheel), then the
+    nvidia-* wheels (nvidia/cu13/include, ...)."""
     roots = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"],
              *[p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]}
     found = []
+    for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if home and (Path(home) / "include" / "crt" / "mma.h").exists() and str(Path(home) / "include") not in found:
+            found.append(str(Path(home) / "include"))
     for root in sorted(roots):
         for inc in sorted(Path(root).glob("nvidia/*/include")):
             if (inc / "cuda_fp16.h").exists():

@@ -130,6 +130,29 @@ def validation_requested() -> bool:
     return os.environ.get("HALBENCH_VULKAN_VALIDATION", "") not in ("", "0")
 
 
+#: Device extensions halbench enables, by the Vulkan header version that introduced them.
+_EXTENSION_HEADER = {"VK_KHR_cooperative_matrix": 255, "VK_KHR_calibrated_timestamps": 277}
+
+
+def unvalidated_extensions(extensions: list[str]) -> list[str]:
+    """Extensions newer than the installed validation layer (empty without validation).
+
+    A layer older than an extension cannot check its use: it reports every such extension and
+    its feature structs as unknown. Under validation halbench leaves those out (the EXT form of
+    calibrated timestamps stands in), so what the layer checks is everything halbench uses."""
+    if not validation_requested():
+        return []
+    def name(p: Any) -> str:
+        n = p.layerName
+        return n if isinstance(n, str) else ffi.string(n).decode()
+
+    layer = next((p for p in vk.vkEnumerateInstanceLayerProperties() if name(p) == VALIDATION_LAYER), None)
+    if layer is None:
+        return []
+    header = layer.specVersion & 0xFFF  # VK_API_VERSION_PATCH: the layer's header version
+    return [e for e in extensions if _EXTENSION_HEADER.get(e, 0) > header]
+
+
 @ffi.callback("PFN_vkDebugUtilsMessengerCallbackEXT")
 def _on_message(severity: int, types: int, data: Any, user: Any) -> int:
     text = ffi.string(data.pMessage).decode("utf-8", "replace") if data.pMessage else "?"

@@ -117,6 +117,8 @@ class VulkanDevice(Device):
         enabled = {n: p.flags.get(n, False) and wanted.get(n, True) for names in OPTIONAL_FEATURES.values()
                    for n in names}
         exts = [e for e in OPTIONAL_EXTENSIONS if e in p.extensions]
+        self.unvalidated_extensions = _vk.unvalidated_extensions(exts)
+        exts = [e for e in exts if e not in self.unvalidated_extensions]
         if "VK_KHR_calibrated_timestamps" in exts and "VK_EXT_calibrated_timestamps" in exts:
             exts.remove("VK_EXT_calibrated_timestamps")
         if not options["push_descriptors"] and "VK_KHR_push_descriptor" in exts:
