@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -280,21 +279,9 @@ def validate(doc: Any) -> None:
 def write_results(path: str | os.PathLike, doc: dict[str, Any]) -> Path:
     """Validate ``doc`` and write it atomically: a reader sees the old file or the new, never half."""
     validate(doc)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # The temp file lives in the target directory so os.replace is a same-filesystem rename.
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(doc, f, indent=1, allow_nan=False)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    from halbench.files import atomic_write
+
+    return atomic_write(path, json.dumps(doc, indent=1, allow_nan=False) + "\n", "results")
 
 
 def read_results(path: str | os.PathLike) -> dict[str, Any]:

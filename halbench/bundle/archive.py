@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 import zipfile
 import zlib
 from collections.abc import Mapping
@@ -26,6 +25,7 @@ from halbench.bundle.manifest import (
 )
 from halbench.bundle.weights import weight_array
 from halbench.errors import UserError
+from halbench.files import atomic_open
 from halbench.hal import ExecutableBinary
 
 __all__ = ["Bundle", "read_bundle", "sha256", "write_bundle"]
@@ -81,28 +81,13 @@ def write_bundle(path: str | os.PathLike[str], manifest: Manifest, members: Mapp
     # The writer checks what the reader will: a broken bundle fails here, at compile time.
     manifest.check()
     text = json.dumps(manifest.to_dict(), indent=1, sort_keys=False).encode("utf-8")
-    directory = os.path.dirname(os.path.abspath(path))
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
-    except OSError as e:
-        raise UserError(f"cannot write bundle {path}: {e.strerror} ({directory})") from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            with zipfile.ZipFile(f, "w") as z:
-                _add(z, MANIFEST, text, zipfile.ZIP_DEFLATED)
-                for name in sorted(members):
-                    # Weights are mostly incompressible floats: storing them is as small and faster.
-                    method = zipfile.ZIP_STORED if name.startswith("weights/") else zipfile.ZIP_DEFLATED
-                    _add(z, name, bytes(members[name]), method)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    with atomic_open(path, "bundle", make_dirs=False) as f:
+        with zipfile.ZipFile(f, "w") as z:
+            _add(z, MANIFEST, text, zipfile.ZIP_DEFLATED)
+            for name in sorted(members):
+                # Weights are mostly incompressible floats: storing them is as small and faster.
+                method = zipfile.ZIP_STORED if name.startswith("weights/") else zipfile.ZIP_DEFLATED
+                _add(z, name, bytes(members[name]), method)
     return manifest
 
 

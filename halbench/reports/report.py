@@ -57,12 +57,9 @@ def render_report(paths: list[str | os.PathLike]) -> str:
 def write_report(paths: list[str | os.PathLike], out: str | os.PathLike) -> Path:
     """Render and write atomically (a half-written report in a CI artifact helps nobody)."""
     html = render_report(paths)
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_text(html, encoding="utf-8")
-    os.replace(tmp, out)
-    return out
+    from halbench.files import atomic_write
+
+    return atomic_write(out, html, "report")
 
 
 def _fmt_ms(value: float | None) -> str:

@@ -16,9 +16,7 @@ Outputs print as iree-run-module prints them (``result[0]: hal.buffer_view`` the
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 from typing import Any
 
 import numpy as np
@@ -187,21 +185,8 @@ def format_result(index: int, a: np.ndarray, dtype: str, max_elements: int = 102
 
 
 def write_npy(path: str, a: np.ndarray) -> None:
-    """Write ``a`` to ``path`` as .npy atomically: a temporary file, then ``os.replace``."""
-    directory = os.path.dirname(os.path.abspath(path))
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
-    except OSError as e:
-        raise UserError(f"cannot write {path}: {e.strerror}") from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.save(f, a, allow_pickle=False)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    """Write ``a`` to ``path`` as .npy atomically."""
+    from halbench.files import atomic_open
+
+    with atomic_open(path, "output", make_dirs=False) as f:
+        np.save(f, a, allow_pickle=False)

@@ -21,7 +21,6 @@ import difflib
 import inspect
 import json
 import os
-import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -199,18 +198,10 @@ def make_inputs(model: str | onnx.ModelProto, batch: int = 1, seed: int = 0, seq
 def save(name: str, path: str | os.PathLike[str], **kwargs: Any) -> Path:
     """Build a zoo model (``kwargs`` as for :func:`build`) and write it to ``path`` atomically."""
     model = build(name, **kwargs)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # Write beside the target and rename, so a crash never leaves a truncated model behind.
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(model.SerializeToString())
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-    return path
+    from halbench.files import atomic_write
+
+    # Written beside the target and renamed, so a crash never leaves a truncated model behind.
+    return atomic_write(path, model.SerializeToString(), "model")
 
 
 def count_parameters(model: onnx.ModelProto) -> int:

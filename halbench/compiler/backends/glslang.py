@@ -79,10 +79,9 @@ def compile_glsl(source: str, defines: dict[str, object] | None = None, *, name:
     if validate:
         validate_spirv(spirv, name=name)
     if cache:
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        tmp_path = cached.with_suffix(f".{os.getpid()}.tmp")
-        tmp_path.write_bytes(spirv)
-        os.replace(tmp_path, cached)
+        from halbench.files import atomic_write
+
+        atomic_write(cached, spirv, "SPIR-V cache")
     return spirv
 
 

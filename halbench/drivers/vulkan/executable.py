@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from halbench.drivers.vulkan._vk import check, ffi, lib, vk
 from halbench.errors import UserError
+from halbench.files import atomic_write
 from halbench.hal import EntryPoint, Executable, ExecutableBinary
 
 if TYPE_CHECKING:
@@ -81,14 +81,10 @@ class PipelineCache:
         buf = ffi.new("char[]", size[0])
         check(lib.vkGetPipelineCacheData(h, self.handle, size, buf), "vkGetPipelineCacheData", self.device)
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
             # Write then rename: a crash or a second process never leaves a torn cache file.
-            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=self.path.name, suffix=".tmp")
-            with os.fdopen(fd, "wb") as f:
-                f.write(ffi.buffer(buf, size[0]))
-            os.replace(tmp, self.path)
+            atomic_write(self.path, bytes(ffi.buffer(buf, size[0])), "pipeline cache")
             self.dirty = False
-        except OSError:
+        except (OSError, UserError):
             pass  # a read-only home directory only costs compile time
 
     def destroy(self) -> None:

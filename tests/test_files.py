@@ -1,0 +1,39 @@
+"""Atomic writes: all or nothing, with ordinary permissions."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from halbench.errors import UserError
+from halbench.files import atomic_open, atomic_write
+
+
+def test_write_replaces_whole_file_with_plain_permissions(tmp_path: Path) -> None:
+    p = tmp_path / "sub" / "r.json"
+    atomic_write(p, "first")
+    atomic_write(p, b"second")
+    assert p.read_bytes() == b"second"
+    mask = os.umask(0)
+    os.umask(mask)
+    assert stat.S_IMODE(p.stat().st_mode) == 0o666 & ~mask
+    assert os.listdir(p.parent) == ["r.json"]
+
+
+def test_failure_leaves_the_old_file_and_no_temporary(tmp_path: Path) -> None:
+    p = tmp_path / "r.json"
+    atomic_write(p, "old")
+    with pytest.raises(RuntimeError):
+        with atomic_open(p) as f:
+            f.write(b"half")
+            raise RuntimeError("interrupted")
+    assert p.read_text() == "old"
+    assert os.listdir(tmp_path) == ["r.json"]
+
+
+def test_missing_folder_without_make_dirs_is_one_line(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="cannot write bundle .*No such file or directory"):
+        atomic_write(tmp_path / "no" / "m.hbx", b"x", "bundle", make_dirs=False)
