@@ -183,6 +183,25 @@ def _inputs(params: dict[str, Any], module: Any) -> list[np.ndarray]:
     return out
 
 
+def bundle_and_inputs(params: dict[str, Any], device: Any) -> tuple[Path, list[np.ndarray]]:
+    """The (cached) bundle of a model benchmark for ``device`` and its seeded inputs."""
+    from halbench.bundle import read_bundle
+
+    target = _TARGET_OF_DRIVER.get(device.info.driver, device.info.driver)
+    targets = (target,) if target == "local" else (target, "local")
+    bundle, _ = compile_cached(params, targets, params.get("weights", "file"), params.get("input_shapes"),
+                               {target: target_name(device.info, target)})
+
+    class _Fn:  # _inputs needs only the function's input specs
+        def __init__(self, b: Any) -> None:
+            self.b = b
+
+        def function(self, name: Any) -> Any:
+            return self.b.manifest.function(name)
+
+    return bundle, _inputs(params, _Fn(read_bundle(bundle)))
+
+
 @contextmanager
 def prepare_model(spec: BenchmarkSpec, device: Any) -> Iterator[PreparedModel]:
     """Compile (cached), load on ``device``, compute the local reference; yields a PreparedModel."""

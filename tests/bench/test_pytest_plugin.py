@@ -1,0 +1,54 @@
+"""The pytest-benchmark plugin times halbench modules by device time, end to end."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+TEST_FILE = '''
+import numpy as np
+
+def test_tiny_mlp(halbench_benchmark):
+    outs = halbench_benchmark.model("tiny-mlp", batch=2, rounds=7, warmup_rounds=1)
+    assert outs[0].shape[0] == 2 and np.all(np.isfinite(outs[0]))
+'''
+
+
+def _run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    (tmp_path / "test_speed.py").write_text(TEST_FILE)
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir",
+                           str(tmp_path), "-c", "/dev/null", str(tmp_path / "test_speed.py"), *args],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+
+
+def test_device_time_and_device_info_reach_the_benchmark_json(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    r = _run(tmp_path, "--halbench-device=local-sync://", "--benchmark-enable", f"--benchmark-json={out}")
+    assert r.returncode == 0, r.stdout + r.stderr
+    doc = json.loads(out.read_text())
+    assert doc["machine_info"]["halbench"]["device"] == "local-sync://"
+    (b,) = doc["benchmarks"]
+    assert b["extra_info"]["timing"] == "device"
+    assert b["extra_info"]["device"] == "local-sync://0"
+    assert b["extra_info"]["formats"] == ["local-v1"]
+    assert b["stats"]["rounds"] == 7
+    assert b["options"]["timer"] == "halbench.device_clock"
+    assert 0 < b["stats"]["min"] <= b["stats"]["median"] < 1.0  # seconds of device time per run
+
+
+def test_compare_fail_gates_on_device_time(tmp_path: Path) -> None:
+    """Save a baseline, then compare against it with --benchmark-compare-fail: the workflow
+    teams already use runs unchanged on device-timed benchmarks."""
+    storage = f"file://{tmp_path / 'store'}"
+    base = ["--halbench-device=local-sync://", "--benchmark-enable", f"--benchmark-storage={storage}"]
+    assert _run(tmp_path, *base, "--benchmark-save=base").returncode == 0
+    ok = _run(tmp_path, *base, "--benchmark-compare=0001", "--benchmark-compare-fail=min:1000%")
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+
+
+def test_unavailable_device_skips_with_the_reason(tmp_path: Path) -> None:
+    r = _run(tmp_path, "--halbench-device=hip://0", "-rs")
+    assert r.returncode == 0
+    assert "hip" in r.stdout and "skipped" in r.stdout
