@@ -191,6 +191,12 @@ def _validate_samples(bench: dict, path: str, status: str) -> None:
     if status != "ok" and total:
         # A wrong or failed benchmark is never timed as if fine (docs/results-format.md).
         _fail(f"{path}.samples", f"status is {status!r} but samples are stored")
+    blocks = _get(samples or {}, "blocks", f"{path}.samples", list, required=False)
+    if blocks is not None:
+        n = len((samples or {}).get("device_ms") or (samples or {}).get("host_ms") or [])
+        if not all(isinstance(b, int) and b > 0 for b in blocks) or sum(blocks) != n:
+            _fail(f"{path}.samples.blocks", f"expected positive sample counts per repetition adding up "
+                                            f"to the {n} samples, got {blocks!r:.60}")
 
 
 def _validate_dispatch(disp: Any, path: str) -> None:

@@ -91,7 +91,6 @@ def run_suite(suite: Suite, output: str | os.PathLike, *, devices: list[str] | N
               only: list[str] | None = None, progress: bool = True,
               command_line: list[str] | None = None) -> dict[str, Any]:
     """Run every benchmark of ``suite`` on every matching device and write ``output``."""
-    import halbench
     from halbench.bench.micro import Unsupported, prepare_micro
     from halbench.bench.models import prepare_model
 
@@ -120,39 +119,25 @@ def run_suite(suite: Suite, output: str | os.PathLike, *, devices: list[str] | N
             pairs.append((spec, u, None))
         for pat, reason in missing:
             pairs.append((spec, pat, reason))
-    bar = _progress(len(pairs), progress)
+    # Repetitions run round-robin over the whole suite, so a slow drift of the machine (load,
+    # clocks, temperature) spreads over every benchmark instead of biasing one; each keeps its
+    # samples per repetition (``samples.blocks``), which the gate uses as between-run noise.
+    rounds = max((s.settings.repetitions for s, _, _ in pairs), default=1)
+    work = [(rep, p) for rep in range(rounds) for p in pairs if rep < p[0].settings.repetitions]
+    bar = _progress(len(work), progress)
     open_devices: dict[str, Any] = {}
+    entries: dict[tuple[str, str], dict[str, Any]] = {}
     try:
-        for spec, uri, missing_reason in pairs:
-            bar.set_description(f"{spec.name} @ {uri}")
-            if missing_reason is not None:
-                results["benchmarks"].append(_entry(spec, uri, "skipped", missing_reason))
-                bar.update(1)
-                continue
-            dev = open_devices.get(uri)
-            if dev is None or isinstance(dev, Exception) or dev.lost:
-                try:
-                    dev = halbench.create_device(uri)
-                    results["devices"][uri] = _device_entry(dev.info)
-                except HalbenchError as e:
-                    dev = e
-                open_devices[uri] = dev
-            if isinstance(dev, Exception):
-                results["benchmarks"].append(_entry(spec, uri, "error", f"cannot open {uri}: {dev}"))
-                bar.update(1)
-                continue
-            try:
-                if spec.kind == "micro":
-                    entry = _run_micro(spec, dev, prepare_micro, Unsupported)
-                else:
-                    entry = _run_model(spec, dev, prepare_model)
-            except DeviceLost as e:
-                entry = _entry(spec, uri, "error", f"device lost: {e}")
-            except HalbenchError as e:
-                entry = _entry(spec, uri, "error", str(e))
-            except Exception as e:  # a bug in one benchmark must not lose the others
-                entry = _entry(spec, uri, "error", f"internal error: {type(e).__name__}: {e}")
-            results["benchmarks"].append(entry)
+        for rep, (spec, uri, missing_reason) in work:
+            bar.set_description(f"{spec.name} @ {uri}" + (f" (repetition {rep + 1})" if rounds > 1 else ""))
+            entry = _run_pair(spec, uri, missing_reason, open_devices, results, prepare_micro,
+                              Unsupported, prepare_model)
+            key = (spec.name, uri)
+            if key not in entries:
+                entries[key] = entry
+                results["benchmarks"].append(entry)
+            else:
+                _merge_repetition(entries[key], entry)
             _write(out_path, results)
             bar.update(1)
     finally:
@@ -167,6 +152,62 @@ def run_suite(suite: Suite, output: str | os.PathLike, *, devices: list[str] | N
     results["warnings"] = _warnings(results)
     _write(out_path, results)
     return results
+
+
+def _run_pair(spec: BenchmarkSpec, uri: str, missing_reason: str | None, open_devices: dict[str, Any],
+              results: dict[str, Any], prepare_micro: Callable, unsupported: type,
+              prepare_model: Callable) -> dict[str, Any]:
+    """One repetition of one benchmark on one device, as a results entry (never raises for
+    the benchmark's own failure)."""
+    import halbench
+
+    if missing_reason is not None:
+        return _entry(spec, uri, "skipped", missing_reason)
+    dev = open_devices.get(uri)
+    if dev is None or isinstance(dev, Exception) or dev.lost:
+        try:
+            dev = halbench.create_device(uri)
+            results["devices"][uri] = _device_entry(dev.info)
+        except HalbenchError as e:
+            dev = e
+        open_devices[uri] = dev
+    if isinstance(dev, Exception):
+        return _entry(spec, uri, "error", f"cannot open {uri}: {dev}")
+    try:
+        if spec.kind == "micro":
+            entry = _run_micro(spec, dev, prepare_micro, unsupported)
+        else:
+            entry = _run_model(spec, dev, prepare_model)
+    except DeviceLost as e:
+        entry = _entry(spec, uri, "error", f"device lost: {e}")
+    except HalbenchError as e:
+        entry = _entry(spec, uri, "error", str(e))
+    except Exception as e:  # a bug in one benchmark must not lose the others
+        entry = _entry(spec, uri, "error", f"internal error: {type(e).__name__}: {e}")
+    if entry["status"] == "ok":
+        entry["samples"]["blocks"] = [len(entry["samples"]["device_ms"])]
+    return entry
+
+
+def _merge_repetition(first: dict[str, Any], more: dict[str, Any]) -> None:
+    """Fold a later repetition into the benchmark's entry: samples append, one block each.
+    A repetition that failed makes the whole benchmark failed (its samples are dropped, as a
+    failed benchmark has none); per-dispatch statistics stay those of the first repetition."""
+    if first["status"] != "ok":
+        return
+    if more["status"] != "ok":
+        rep = len(first["samples"]["blocks"]) + 1
+        first.update({k: more[k] for k in ("status", "error", "correctness")})
+        first["samples"] = {"device_ms": [], "host_ms": []}
+        first["error"] = f"repetition {rep}: {more['error']}"
+        return
+    s, m = first["samples"], more["samples"]
+    s["device_ms"] += m["device_ms"]
+    s["host_ms"] += m["host_ms"]
+    s["blocks"].append(len(m["device_ms"]))
+    env = more.get("environment") or {}
+    if env.get("after"):
+        first.setdefault("environment", {})["after"] = env["after"]
 
 
 def _device_entry(info: Any) -> dict[str, Any]:

@@ -19,6 +19,8 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from halbench.bench.stats import Comparison, compare_samples
 from halbench.reports.compare import fmt_ms, timing_samples
 
@@ -125,6 +127,11 @@ def _judge(name: str, device: str, b: dict[str, Any], c: dict[str, Any], thresho
     else:
         stat = f"{1 - 2 * alpha:.0%} CI overlap on {bkey} (n={comp.base.count}/{comp.new.count} < 5)"
     change = f"{comp.change:+.1%}"
+    bmed, cmed = _block_medians(b, bsamp), _block_medians(c, csamp)
+    repeated = len(bmed) >= 2 and len(cmed) >= 2
+    if repeated:
+        stat += f"; repetition medians {_ms(bmed)} -> {_ms(cmed)}"
+    spread = max(comp.base.rel_iqr, comp.new.rel_iqr)
     if comp.change <= threshold:
         reason = f"{change} is within the threshold +{threshold:.0%}"
         result = "pass"
@@ -134,6 +141,15 @@ def _judge(name: str, device: str, b: dict[str, Any], c: dict[str, Any], thresho
     elif not comp.significant:
         reason = f"{change} but not significant ({comp.reason})"
         result = "pass"
+    elif repeated and min(cmed) <= max(bmed):
+        # Samples of one run are not independent of that run's machine state: only when every
+        # candidate repetition is slower than every baseline repetition is it the code.
+        reason = f"{change} but the repetitions overlap (run-to-run noise, not a regression)"
+        result = "pass"
+    elif comp.change <= threshold + spread and (comp.base.noisy() or comp.new.noisy()):
+        reason = (f"{change} is within the threshold +{threshold:.0%} plus the samples' spread "
+                  f"(IQR/median {spread:.0%}): too noisy to call")
+        result = "pass"
     else:
         reason = (f"slower {change} > +{threshold:.0%}, +{comp.delta:.4f} ms > {floor:g} ms, "
                   f"significant ({comp.reason})")
@@ -141,6 +157,22 @@ def _judge(name: str, device: str, b: dict[str, Any], c: dict[str, Any], thresho
     if comp.verdict == "noisy" or comp.base.noisy() or comp.new.noisy():
         reason += f"; noisy (IQR/median {max(comp.base.rel_iqr, comp.new.rel_iqr):.0%})"
     return Outcome(name, device, result, reason, threshold, floor, stat, comp)
+
+
+def _block_medians(entry: dict[str, Any], samples: list[float]) -> list[float]:
+    """Median of each repetition's samples (``samples.blocks``), or [] without repetitions."""
+    blocks = (entry.get("samples") or {}).get("blocks") or []
+    if sum(blocks) != len(samples):
+        return []
+    out, start = [], 0
+    for n in blocks:
+        out.append(float(np.median(samples[start:start + n])))
+        start += n
+    return out
+
+
+def _ms(values: list[float]) -> str:
+    return "[" + ", ".join(f"{v:.4g}" for v in values) + "]"
 
 
 def run_gate(base: dict[str, Any], cand: dict[str, Any], *, threshold: float | None = None,

@@ -101,3 +101,17 @@ def test_smoke_suite_on_lavapipe_micro(tmp_path: Path) -> None:
     copy = next(b for b in doc["benchmarks"] if b["name"] == "peak/bandwidth/copy")
     assert copy["timing"]["calibrated"] is True  # lavapipe has calibrated timestamps
     assert copy["format"].startswith("vulkan-spirv")
+
+
+def test_repetitions_run_round_robin_and_keep_blocks(tmp_path: Path) -> None:
+    p = tmp_path / "s.yaml"
+    p.write_text("name: t\ndevices: ['local-sync://']\n"
+                 "settings: {warmup: 0, min_time_s: 0.0, min_samples: 2, max_samples: 2, repetitions: 3}\n"
+                 "micro: [{name: a, kind: latency-dispatch}, {name: b, kind: latency-replay,"
+                 " params: {dispatches: 3}, settings: {repetitions: 2}}]\n")
+    doc = run_suite(load_suite(str(p)), tmp_path / "r.json", progress=False)
+    validate(doc)
+    by = {b["name"]: b for b in doc["benchmarks"]}
+    assert by["a"]["samples"]["blocks"] == [2, 2, 2] and len(by["a"]["samples"]["device_ms"]) == 6
+    assert by["b"]["samples"]["blocks"] == [2, 2]
+    assert len(doc["benchmarks"]) == 2

@@ -164,3 +164,33 @@ def test_summary_and_junit(results_file, tmp_path: Path) -> None:
     failed = [c for c in cases if c.find("failure") is not None]
     assert {c.get("name") for c in failed} == {"resnet50/b1"}
     assert "slower" in failed[0].find("failure").get("message")
+
+
+def _with_blocks(doc: dict, name: str, device: str, medians: list[float], n: int = 20, jitter: float = 0.01):
+    """Give one benchmark `len(medians)` repetitions of n tight samples around each median."""
+    import numpy as np
+
+    rng = np.random.default_rng(int(sum(medians) * 1000))
+    b = next(x for x in doc["benchmarks"] if x["name"] == name and x["device"] == device)
+    samples = [float(m * (1 + jitter * rng.standard_normal())) for m in medians for _ in range(n)]
+    b["samples"] = {"device_ms": samples, "host_ms": [v * 1.1 for v in samples], "blocks": [n] * len(medians)}
+    return doc
+
+
+def test_overlapping_repetitions_are_run_to_run_noise_not_a_regression() -> None:
+    """Each run's samples are tight, but the machine's state differs between repetitions: the
+    candidate's pooled median is 10% slower, yet its repetitions overlap the baseline's."""
+    name, dev = next(iter(MODELS)), "vulkan://0"
+    base = _with_blocks(make_results(seed=1), name, dev, [1.00, 1.20, 1.05])
+    cand = _with_blocks(make_results(seed=2), name, dev, [1.15, 1.22, 1.10])
+    o = next(o for o in run_gate(base, cand).outcomes if (o.name, o.device) == (name, dev))
+    assert o.result == "pass", o.reason
+    assert "repetitions overlap" in o.reason and "repetition medians" in o.statistic
+
+
+def test_separated_repetitions_fail() -> None:
+    name, dev = next(iter(MODELS)), "vulkan://0"
+    base = _with_blocks(make_results(seed=1), name, dev, [1.00, 1.04, 1.02])
+    cand = _with_blocks(make_results(seed=2), name, dev, [1.30, 1.35, 1.28])
+    o = next(o for o in run_gate(base, cand).outcomes if (o.name, o.device) == (name, dev))
+    assert o.result == "fail", o.reason
