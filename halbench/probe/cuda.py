@@ -8,11 +8,10 @@ Results are cached per process.
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 from halbench.errors import DriverError, DriverUnavailable
-from halbench.probe.info import DeviceInfo, Features, Identity, Limits, MatrixShape, Memory
+from halbench.probe.info import DeviceInfo, Features, Identity, Limits, MatrixShape, Memory, ProbeCache
 from halbench.uri import dashed_uuid
 
 __all__ = ["query_devices", "clear_cache", "device_info_from_attributes", "mma_shapes", "ATTRIBUTES"]
@@ -76,29 +75,16 @@ ATTRIBUTES: tuple[tuple[str, str], ...] = (
     ("tensor_map_access_supported", "TENSOR_MAP_ACCESS_SUPPORTED"),
 )
 
-_lock = threading.Lock()
-_cache: list[DeviceInfo] | DriverUnavailable | None = None
+_cache = ProbeCache(lambda: _probe())  # late-bound: tests may swap _probe
 
 
 def query_devices() -> list[DeviceInfo]:
     """Every CUDA device, probed once per process; DriverUnavailable when libcuda is missing."""
-    global _cache
-    with _lock:
-        if _cache is None:
-            try:
-                _cache = _probe()
-            except DriverUnavailable as e:
-                _cache = e
-        cached = _cache
-    if isinstance(cached, DriverUnavailable):
-        raise DriverUnavailable(cached.driver, cached.reason)
-    return list(cached)
+    return _cache.get()
 
 
 def clear_cache() -> None:
-    global _cache
-    with _lock:
-        _cache = None
+    _cache.clear()
 
 
 def mma_shapes(major: int, minor: int) -> tuple[MatrixShape, ...]:

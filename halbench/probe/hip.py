@@ -8,11 +8,10 @@ GPU is available to CI. Results are cached per process.
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 from halbench.errors import DriverUnavailable
-from halbench.probe.info import DeviceInfo, Features, Identity, Limits, MatrixShape, Memory
+from halbench.probe.info import DeviceInfo, Features, Identity, Limits, MatrixShape, Memory, ProbeCache
 from halbench.uri import dashed_uuid
 
 __all__ = ["query_devices", "clear_cache", "device_info_from_props", "mma_shapes"]
@@ -51,29 +50,16 @@ _PROPS: tuple[tuple[str, str], ...] = (
     ("pci_domain_id", "pciDomainID"), ("pci_bus_id", "pciBusID"), ("pci_device_id", "pciDeviceID"),
 )
 
-_lock = threading.Lock()
-_cache: list[DeviceInfo] | DriverUnavailable | None = None
+_cache = ProbeCache(lambda: _probe())  # late-bound: tests may swap _probe
 
 
 def query_devices() -> list[DeviceInfo]:
     """Every HIP device, probed once per process; DriverUnavailable when libamdhip64 is missing."""
-    global _cache
-    with _lock:
-        if _cache is None:
-            try:
-                _cache = _probe()
-            except DriverUnavailable as e:
-                _cache = e
-        cached = _cache
-    if isinstance(cached, DriverUnavailable):
-        raise DriverUnavailable(cached.driver, cached.reason)
-    return list(cached)
+    return _cache.get()
 
 
 def clear_cache() -> None:
-    global _cache
-    with _lock:
-        _cache = None
+    _cache.clear()
 
 
 def mma_shapes(arch: str) -> tuple[MatrixShape, ...]:

@@ -6,8 +6,11 @@ disagree. The same tree is stored in every results file.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Callable
+
+from halbench.errors import DriverUnavailable
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -22,6 +25,7 @@ __all__ = [
     "Timing",
     "Tier",
     "DeviceInfo",
+    "ProbeCache",
 ]
 
 #: Version of the dump-devices JSON schema (docs/device-schema.md).
@@ -176,3 +180,29 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, bytes):
         return value.hex()
     return value
+
+
+class ProbeCache:
+    """A probe's result, taken once per process: the device list, or why the API is missing
+    (a missing library is not retried on every listing)."""
+
+    def __init__(self, probe: Callable[[], list[DeviceInfo]]):
+        self._probe = probe
+        self._lock = threading.Lock()
+        self._value: list[DeviceInfo] | DriverUnavailable | None = None
+
+    def get(self) -> list[DeviceInfo]:
+        with self._lock:
+            if self._value is None:
+                try:
+                    self._value = self._probe()
+                except DriverUnavailable as e:
+                    self._value = e
+            value = self._value
+        if isinstance(value, DriverUnavailable):
+            raise DriverUnavailable(value.driver, value.reason)
+        return list(value)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._value = None

@@ -10,17 +10,38 @@ hundreds of milliseconds, and drivers call this on every listing).
 from __future__ import annotations
 
 import re
-import threading
 from typing import Any, Callable
 
 from halbench.errors import DriverUnavailable
 from halbench.probe.info import (
-    DeviceInfo, Features, Identity, Limits, MatrixShape, Memory, MemoryHeap, MemoryType,
-    QueueFamily, Timing,
+    DeviceInfo,
+    Features,
+    Identity,
+    Limits,
+    MatrixShape,
+    Memory,
+    MemoryHeap,
+    MemoryType,
+    ProbeCache,
+    QueueFamily,
+    Timing,
 )
 from halbench.probe.vulkan_decode import (
-    COMPONENT_TYPES, DEVICE_TYPES, HEAP_FLAGS, QUEUE_FLAGS, SCOPES, STAGES, SUBGROUP_OPS, TIME_DOMAINS,
-    TYPE_FLAGS, VENDORS, bits, decode_api_version, decode_driver_version, evaluate_tier, opportunities,
+    COMPONENT_TYPES,
+    DEVICE_TYPES,
+    HEAP_FLAGS,
+    QUEUE_FLAGS,
+    SCOPES,
+    STAGES,
+    SUBGROUP_OPS,
+    TIME_DOMAINS,
+    TYPE_FLAGS,
+    VENDORS,
+    bits,
+    decode_api_version,
+    decode_driver_version,
+    evaluate_tier,
+    opportunities,
     version_tuple,
 )
 from halbench.uri import dashed_uuid
@@ -70,8 +91,7 @@ _CORE_FEATURES = ("shaderInt16", "shaderInt64", "shaderFloat64", "sparseBinding"
 FEATURE_FLAGS = tuple(dict.fromkeys(
     [m for *_, members in _FEATURE_STRUCTS for m in members] + list(_CORE_FEATURES)))
 
-_lock = threading.Lock()
-_cache: list[DeviceInfo] | DriverUnavailable | None = None
+_cache = ProbeCache(lambda: _probe())  # late-bound: tests may swap _probe
 
 
 def query_devices() -> list[DeviceInfo]:
@@ -79,24 +99,12 @@ def query_devices() -> list[DeviceInfo]:
 
     Raises :class:`DriverUnavailable` when the loader or an instance is missing.
     """
-    global _cache
-    with _lock:
-        if _cache is None:
-            try:
-                _cache = _probe()
-            except DriverUnavailable as e:
-                _cache = e
-        cached = _cache
-    if isinstance(cached, DriverUnavailable):
-        raise DriverUnavailable(cached.driver, cached.reason)
-    return list(cached)
+    return _cache.get()
 
 
 def clear_cache() -> None:
     """Forget the cached probe (the next query creates a new instance)."""
-    global _cache
-    with _lock:
-        _cache = None
+    _cache.clear()
 
 
 def _vk_status(e: BaseException) -> str:

@@ -1,7 +1,7 @@
 """CUDA C sources of the device-peak microbenchmarks, compiled with NVRTC.
 
 Same micro ABI as the GLSL and local versions: one pointer per binding, then uint32
-constants. Each kernel is ``extern "C"`` and named ``main_kernel``... see :data:`ENTRY`.
+constants. Each kernel is ``extern "C"`` and named :data:`ENTRY`.
 """
 
 from __future__ import annotations
@@ -98,30 +98,13 @@ extern "C" __global__ void __launch_bounds__(128) micro(const __half* ab, float*
   uint warp = (blockIdx.x * 128u + threadIdx.x) / 32u;
   wmma::store_matrix_sync(out + warp * 256, C[0], 16, wmma::mem_row_major);
 }""",
-    "matrix_bf16": r"""
-#include <cuda_bf16.h>
-using namespace nvcuda;
-extern "C" __global__ void __launch_bounds__(128) micro(const __nv_bfloat16* ab, float* out, uint iters) {
-  wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> A;
-  wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> B;
-  wmma::fragment<wmma::accumulator, 16, 16, 16, float> C[4];
-  wmma::load_matrix_sync(A, ab, 16);
-  wmma::load_matrix_sync(B, ab + 256, 16);
-  #pragma unroll
-  for (int j = 0; j < 4; j++) wmma::fill_fragment(C[j], 0.0f);
-  for (uint i = 0; i < iters; i++) {
-    #pragma unroll
-    for (int j = 0; j < 4; j++) wmma::mma_sync(C[j], A, B, C[j]);
-  }
-  #pragma unroll
-  for (int j = 1; j < 4; j++)
-    for (int t = 0; t < C[0].num_elements; t++) C[0].x[t] += C[j].x[t];
-  uint warp = (blockIdx.x * 128u + threadIdx.x) / 32u;
-  wmma::store_matrix_sync(out + warp * 256, C[0], 16, wmma::mem_row_major);
-}""",
     "noop": r"""
 extern "C" __global__ void micro(uint* buf) {}""",
 }
+
+
+# The bf16 kernel is the f16 one with the operand type swapped.
+SOURCES["matrix_bf16"] = "#include <cuda_bf16.h>\n" + SOURCES["matrix_f16"].replace("__half", "__nv_bfloat16")
 
 
 def cuda_source(kernel: str) -> str:
