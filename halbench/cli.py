@@ -76,8 +76,11 @@ def run_suite_cmd(suite: str, output: str, devices: tuple[str, ...], only: tuple
         counts[b["status"]] = counts.get(b["status"], 0) + 1
     summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
     click.echo(f"{s.name}: {len(results['benchmarks'])} benchmark runs ({summary}) -> {output}")
-    for w in results["warnings"]:
+    warnings = results["warnings"]
+    for w in warnings[:5]:
         click.echo(f"warning: {w}", err=True)
+    if len(warnings) > 5:
+        click.echo(f"warning: ... and {len(warnings) - 5} more (in {output} and the report)", err=True)
     if report_path:
         from halbench.reports.report import write_report
 

@@ -357,4 +357,5 @@ def _progress(total: int, enabled: bool) -> Any:
         from tqdm import tqdm
     except ImportError:
         return _NoBar()
-    return tqdm(total=total, unit="bench", file=sys.stderr, dynamic_ncols=True, leave=True)
+    # disable=None: no bar when stderr is not a terminal (CI logs stay readable)
+    return tqdm(total=total, unit="bench", file=sys.stderr, dynamic_ncols=True, leave=True, disable=None)
