@@ -154,7 +154,8 @@ def expand_devices(patterns: tuple[str, ...] | list[str]) -> tuple[list[str], li
     """Turn device patterns into URIs of available devices.
 
     Returns ``(uris, unavailable)``: ``unavailable`` lists ``(pattern, reason)`` for patterns that
-    named a driver or device explicitly but could not be had; ``*`` patterns skip those quietly.
+    named a driver or device explicitly but could not be had; wildcard patterns (``*``,
+    ``cuda://*``) skip those quietly.
     """
     from halbench.drivers import driver_names, get_driver
     from halbench.errors import HalbenchError
@@ -177,7 +178,11 @@ def expand_devices(patterns: tuple[str, ...] | list[str]) -> tuple[list[str], li
                 continue
             driver, sep, path = pat.partition("://")
             if path == "*" or (sep and any(c in path for c in "*?[")):
-                uris += [u for u in devices_of(driver) if fnmatch.fnmatch(u, pat)]
+                # A wildcard asks for whatever this machine has: a missing driver is no error.
+                try:
+                    uris += [u for u in devices_of(driver) if fnmatch.fnmatch(u, pat)]
+                except HalbenchError:
+                    pass
                 continue
             u = parse_uri(pat)
             if u.ordinal is None and u.uuid is None:

@@ -64,6 +64,8 @@ def test_device_patterns_expand_to_available_devices() -> None:
     uris, missing = expand_devices(["local-sync://", "local-task://*", "hip://0"])
     assert uris == ["local-sync://0", "local-task://0"]
     assert missing and missing[0][0] == "hip://0"
+    quiet, missing_quietly = expand_devices(["hip://*", "cuda://*"])
+    assert missing_quietly == [] and all(u.startswith("cuda") for u in quiet)
     star, _ = expand_devices(["*"])
     assert "local-sync://0" in star and "local-task://0" in star
     assert all("hip" not in u for u in star)  # no AMD GPU here: skipped quietly under '*'
