@@ -79,6 +79,8 @@ def _render(plan: Plan, d: Any, g: Graph, lang: Lang, header: str) -> str:
         if dt not in _STYPE:
             raise CompileError(f"CUDA codegen does not support element type '{dt}' (value {v})")
         bindings.append({"i": i, "stype": _STYPE[dt], "input": i < len(disp.inputs)})
+    # The matrix GEMM needs mma.h (and cuda_bf16.h) on top of the language's header.
+    header = "\n".join((header, *plan.ctx.get("includes", ())))
     return render("cuda_module.j2", header=header, name=plan.ctx.get("name", disp.name), wg=plan.workgroup_size,
                   bindings=bindings, shared=plan.shared, helpers=plan.helpers, body=body,
                   library=render("cuda_library.j2", need=need))

@@ -21,7 +21,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from halbench.compiler.codegen.lang import Lang, ctype, emit_body, lin
-from halbench.compiler.codegen.tuning import Tuning, fold_groups, gemm_tiles, matrix_shape, reduction_plan
+from halbench.compiler.codegen.matrix import mma_context
+from halbench.compiler.codegen.tuning import (
+    Tuning,
+    fold_groups,
+    gemm_tiles,
+    mma_fragment,
+    mma_tiles,
+    reduction_plan,
+)
 from halbench.compiler.ir import Graph, Op
 from halbench.errors import CompileError
 
@@ -506,21 +514,25 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
             *fn_k, *fn_n, f"int ih = oy * {st[0]} - {pads[0]} + ki * {dl[0]};",
             f"int iw = ox * {st[1]} - {pads[1]} + kj * {dl[1]};",
             f"float v = {pad_v};", f"if ({conds}) v = {x_ld};", "return v;"]))
-    tiles = gemm_tiles(t, m, n, k, batch)
+    finish = "\n".join(c.finish(out, "{{VALUE}}"))
+    problem = {"M": m, "N": n, "K": k, "load_a": load_a, "load_b": load_b, "a_kc": a_kc, "b_nc": b_nc,
+               "out": out, "finish": finish, "batch": batch, "name": c.d.name}
     in_dt = c.dtype(ia)
-    mma = matrix_shape(t, in_dt) if op.kind in ("matmul", "batch_matmul") and in_dt in ("f16", "bf16") else None
-    gx, gy = -(-n // tiles.bn), -(-m // tiles.bm)
-    ctx = {"M": m, "N": n, "K": k, "BM": tiles.bm, "BN": tiles.bn, "BK": tiles.bk, "TM": tiles.tm,
-           "TN": tiles.tn, "TX": tiles.bn // tiles.tn, "TY": tiles.bm // tiles.tm, "WG": tiles.threads,
-           "PAD": 4, "load_a": load_a, "load_b": load_b, "a_kc": a_kc, "b_nc": b_nc,
-           "out": out, "finish": c.finish(out, "{{VALUE}}"), "batch": batch, "name": c.d.name}
-    ctx["finish"] = "\n".join(ctx["finish"])
-    shared = [("float", "As", tiles.bk * (tiles.bm + 4)), ("float", "Bs", tiles.bk * (tiles.bn + 4))]
-    p = Plan("gemm.j2", ctx, (tiles.threads, 1, 1), (gx, gy, batch), shared, helpers=helpers)
-    if mma is not None:
+    frag = mma_fragment(t, in_dt) if c.dtype(ib) == in_dt else None
+    mt = mma_tiles(t, frag, m, n, k, batch) if frag is not None else None
+    if mt is not None:
+        ctx, shared = mma_context(c.L, mt, in_dt)
+        ctx.update(problem)
+        gx, gy = -(-n // mt.bn), -(-m // mt.bm)
+        p = Plan("gemm_mma.j2", ctx, (mt.threads, 1, 1), (gx, gy, batch), shared, helpers=helpers)
         p.features.add("mma")
-        p.ctx["mma"] = mma
-    return p
+        return p
+    tiles = gemm_tiles(t, m, n, k, batch)
+    gx, gy = -(-n // tiles.bn), -(-m // tiles.bm)
+    ctx = {"BM": tiles.bm, "BN": tiles.bn, "BK": tiles.bk, "TM": tiles.tm, "TN": tiles.tn,
+           "TX": tiles.bn // tiles.tn, "TY": tiles.bm // tiles.tm, "WG": tiles.threads, "PAD": 4, **problem}
+    shared = [("float", "As", tiles.bk * (tiles.bm + 4)), ("float", "Bs", tiles.bk * (tiles.bn + 4))]
+    return Plan("gemm.j2", ctx, (tiles.threads, 1, 1), (gx, gy, batch), shared, helpers=helpers)
 
 
 def plan_dispatch(d: Any, g: Graph, t: Tuning, lang: Lang) -> Plan:

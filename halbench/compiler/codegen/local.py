@@ -11,7 +11,7 @@ from halbench.compiler.ir import Graph, Op
 from halbench.drivers.local.kernels import local_binary
 from halbench.hal import EntryPoint, ExecutableBinary
 
-__all__ = ["dispatch_attrs", "local_executable", "kernel_name"]
+__all__ = ["dispatch_attrs", "kernel_name", "local_executable"]
 
 
 def kernel_name(d: Op) -> str:

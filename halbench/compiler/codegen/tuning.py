@@ -9,6 +9,8 @@ kernel for the same target. Numbers are chosen for why they work, not tuned by s
 - GEMM tiles come from shared memory: two f32 tiles (BM x BK and BK x BN) must fit with room
   for two resident workgroups per SM/CU; 4x4 or 8x8 outputs per thread amortise the shared
   memory reads (2*T loads per T*T FMAs).
+- f16 / bf16 GEMMs on matrix units (cooperative matrix, WMMA) take one subgroup per warp tile of
+  fragments and a BK of two fragment depths; the shared tiles are f16, so 128x128 fits easily.
 - A reduction becomes workgroup-cooperative when its rows are long and contiguous (softmax and
   layer norm over 384..30522 elements), so a row is read by a whole workgroup in coalesced
   strides instead of one thread.
@@ -22,10 +24,13 @@ from typing import Any
 __all__ = [
     "MAX_GROUPS_X",
     "GemmTiles",
+    "MmaTiles",
     "Tuning",
     "fold_groups",
     "gemm_tiles",
     "matrix_shape",
+    "mma_fragment",
+    "mma_tiles",
     "reduction_plan",
     "tuning_for",
 ]
@@ -48,6 +53,8 @@ class Tuning:
     matrix: tuple[Any, ...]  # MatrixShape-like: m, n, k, a_type, c_type
     fp16: bool
     bf16: bool
+    #: every subgroup size the driver may pick (Vulkan without requiredSubgroupSize), preferred first
+    subgroup_sizes: tuple[int, ...] = ()
 
     @property
     def block(self) -> int:
@@ -88,8 +95,10 @@ def tuning_for(target: Any, api: str) -> Tuning:
     arch = str(getattr(target, "arch", "") or "")
     # compile_glsl always targets Vulkan 1.3, i.e. SPIR-V 1.6, whatever the table's version.
     name = "spirv1.6" if api == "vulkan" else arch
+    sizes = tuple(int(s) for s in getattr(target, "subgroup_sizes", ()) or ()) or (int(sub),)
     return Tuning(api, name, arch, int(sub), inv, shared, int(getattr(target, "compute_units", 0) or 0),
-                  matrix, bool(getattr(target, "fp16", False)), bool(getattr(target, "bf16", False)))
+                  matrix, bool(getattr(target, "fp16", False)), bool(getattr(target, "bf16", False)),
+                  sizes)
 
 
 def fold_groups(n: int) -> tuple[int, int, int]:
@@ -127,6 +136,94 @@ def matrix_shape(t: Tuning, in_dtype: str, acc: str = "f32") -> Any | None:
     """The matrix-unit shape for ``in_dtype`` inputs with ``acc`` accumulation, if the target has one."""
     for s in t.matrix:
         if s.a_type == in_dtype and s.b_type == in_dtype and s.c_type == acc and getattr(s, "scope", "subgroup") == "subgroup":
+            return s
+    return None
+
+
+@dataclass(frozen=True)
+class MmaTiles:
+    """A matrix-unit GEMM tile: a grid of ``warps_m x warps_n`` subgroups, each owning
+    ``frags_m x frags_n`` accumulator fragments of ``fm x fn`` (depth ``fk``)."""
+
+    fm: int
+    fn: int
+    fk: int
+    warps_m: int
+    warps_n: int
+    frags_m: int
+    frags_n: int
+    bk: int
+    #: the smallest subgroup the driver may choose; fewer, wider subgroups then own ``slots``
+    #: warp tiles each, so the kernel is right whatever size Vulkan picks
+    min_subgroup: int = 32
+    slots: int = 1
+
+    @property
+    def bm(self) -> int:
+        return self.warps_m * self.frags_m * self.fm
+
+    @property
+    def bn(self) -> int:
+        return self.warps_n * self.frags_n * self.fn
+
+    @property
+    def threads(self) -> int:
+        return self.warps_m * self.warps_n * self.min_subgroup
+
+    def shared_bytes(self, elem: int = 2) -> int:
+        a = self.bm * (self.bk + 8) * elem
+        b = self.bk * (self.bn + 8) * elem
+        c = (self.threads // self.min_subgroup) * self.fm * (self.fn + 4) * 4
+        return a + b + c
+
+
+def mma_tiles(t: Tuning, shape: Any, m: int, n: int, k: int, batch: int = 1) -> MmaTiles | None:
+    """Tiles for a matrix-unit GEMM with fragments of ``shape`` (m, n, k), or None when none fits.
+
+    128x128 (8 subgroups of 64x32) for big problems, 64x64 (4 of 32x32), then 32x32 (4 of 16x16)
+    so that small problems still spread over the machine. One wave of workgroups is enough here
+    (several 256-thread groups stay resident per SM), hence ``groups >= cus``.
+    """
+    if t.api == "cuda":
+        sizes = (32,)  # the warp
+    else:
+        sizes = t.subgroup_sizes or (t.subgroup_size,)
+    lo, hi = min(sizes), max(sizes)
+    slots = max(hi // lo, 1)
+    cus = t.compute_units or 16
+    cands = [MmaTiles(shape.m, shape.n, shape.k, 2, 4, 4, 2, 2 * shape.k, lo, slots),
+             MmaTiles(shape.m, shape.n, shape.k, 2, 2, 2, 2, 2 * shape.k, lo, slots),
+             MmaTiles(shape.m, shape.n, shape.k, 2, 2, 1, 1, 2 * shape.k, lo, slots)]
+    ok = [c for c in cands if c.threads <= t.max_invocations and c.shared_bytes() <= t.shared_bytes]
+    for c in ok:
+        groups = batch * -(-m // c.bm) * -(-n // c.bn)
+        waste = (-(-m // c.bm) * c.bm * -(-n // c.bn) * c.bn) / max(m * n, 1)
+        if groups >= cus and waste < 1.5:
+            return c
+    return ok[-1] if ok else None
+
+
+def mma_fragment(t: Tuning, in_dtype: str) -> Any | None:
+    """The fragment shape the matrix-unit GEMM uses for ``in_dtype`` inputs (f32 accumulation),
+    or None: the scalar GEMM then runs.
+
+    - CUDA: WMMA m16n16k16 (half from sm_70, bf16 from sm_80) whenever the target lists a
+      subgroup-scope shape for the type; on sm_80+ ptxas lowers it to mma.sync m16n8k16 pairs.
+    - Vulkan: the target's own cooperative-matrix shape, f16 only (glslang 13 has no bf16
+      cooperative matrices).
+    - HIP: none yet (rocWMMA is not in the shared C subset).
+    """
+    from halbench.probe.info import MatrixShape
+
+    if t.api == "cuda" and in_dtype in ("f16", "bf16"):
+        if any(s.a_type == in_dtype and s.c_type == "f32" and getattr(s, "scope", "subgroup") == "subgroup"
+               for s in t.matrix):
+            return MatrixShape(16, 16, 16, in_dtype, in_dtype, "f32", "f32")
+        return None
+    if t.api == "vulkan" and in_dtype == "f16":
+        s = matrix_shape(t, in_dtype)
+        # Shared-memory strides and offsets stay 16-byte multiples only for multiples of 8.
+        if s is not None and s.m % 8 == 0 and s.n % 8 == 0 and s.k % 8 == 0:
             return s
     return None
 

@@ -1,0 +1,52 @@
+"""The matrix-unit GEMM plan (``gemm_mma.j2``): cooperative matrix on Vulkan, WMMA on CUDA.
+
+Chosen by ``kernels._plan_gemm`` when both GEMM operands are f16 (or bf16 on CUDA) and the
+target has a fragment shape for them (:func:`~halbench.compiler.codegen.tuning.mma_fragment`);
+every other GEMM, and every target without matrix units (lavapipe, the generic Vulkan target,
+HIP for now), keeps the scalar f32 tiled GEMM. Kept apart from ``kernels.py`` so that module
+needs no knowledge of fragment types, and this one none of IR ops.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from halbench.compiler.codegen.lang import Lang
+from halbench.compiler.codegen.tuning import MmaTiles
+
+__all__ = ["mma_context"]
+
+# Shared-memory element type and the float -> element conversion ("{}" is the value), per
+# language and input type. Values come from f16 / bf16 buffers, so the round trip is exact.
+_HALF = {("glsl", "f16"): ("float16_t", "float16_t({})"),
+         ("cuda", "f16"): ("__half", "__float2half({})"),
+         ("cuda", "bf16"): ("__nv_bfloat16", "__float2bfloat16({})")}
+
+_GLSL_EXTENSIONS = ("GL_KHR_cooperative_matrix", "GL_KHR_memory_scope_semantics",
+                    "GL_KHR_shader_subgroup_basic")
+_CUDA_INCLUDES = ("#include <cuda_bf16.h>", "#include <mma.h>")
+
+#: Padding of the shared rows, in elements: keeps every fragment's start and stride a multiple
+#: of 16 bytes (cooperative-matrix and WMMA loads need it) while shifting rows across banks.
+PAD_AB, PAD_C = 8, 4
+
+
+def mma_context(lang: Lang, tiles: MmaTiles, in_dtype: str) -> tuple[dict[str, Any], list[tuple[str, str, int]]]:
+    """The template context and the shared arrays (type, name, elements) of the matrix GEMM;
+    the caller adds the problem (M, N, K, loads, epilogue) to the context."""
+    half, to_half = _HALF[(lang.name, in_dtype)]
+    t = tiles
+    lda, ldb, ldc = t.bk + PAD_AB, t.bn + PAD_AB, t.fn + PAD_C
+    subgroups = t.threads // t.min_subgroup  # the most the driver can make of this workgroup
+    ctx = {"BM": t.bm, "BN": t.bn, "BK": t.bk, "FM": t.fm, "FN": t.fn, "FK": t.fk,
+           "WM": t.warps_m, "WN": t.warps_n, "FRM": t.frags_m, "FRN": t.frags_n, "SLOTS": t.slots,
+           "WG": t.threads, "LDA": lda, "LDB": ldb, "LDC": ldc, "HALF": half, "TO_HALF": to_half}
+    if lang.name == "glsl":
+        ctx["extensions"] = _GLSL_EXTENSIONS
+        align = ""
+    else:
+        ctx["includes"] = _CUDA_INCLUDES
+        align = "__align__(32) "  # WMMA wants 256-bit aligned fragment pointers
+    shared = [(align + half, "As", t.bm * lda), (align + half, "Bs", t.bk * ldb),
+              (align + "float", "Cs", subgroups * t.fm * ldc)]
+    return ctx, shared
