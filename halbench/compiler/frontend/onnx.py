@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from halbench.compiler.frontend import Imported
+from halbench.compiler.frontend.fold_shapes import fold_shape_computations
 from halbench.compiler.frontend.mlir import TORCH_TO_LINALG, run_pipeline
 from halbench.errors import CompileError, UserError
 
@@ -91,6 +92,9 @@ def prepare_model(model: Any, input_shapes: dict[str, tuple[int, ...]]) -> tuple
                                     for x in dims))
         if not inp.type.tensor_type.HasField("shape"):
             raise UserError(f"input '{inp.name}' has no shape; give it with --input-shape {inp.name}=...")
+    # Shape arithmetic on static shapes becomes constants, so every tensor has a known rank.
+    model = fold_shape_computations(model)
+    g = model.graph
     # Unique, identifier-safe resource names; remember which initializer each one is.
     rename: dict[str, str] = {}
     names: dict[str, str] = {}
