@@ -134,7 +134,9 @@ def glsl_sources(d: Any, g: Graph, target: Any = None, abis: Sequence[str] = ("b
         if dt not in _STYPE:
             raise CompileError(f"Vulkan codegen does not support element type '{dt}' (value {v})")
         bindings.append({"i": i, "stype": _STYPE[dt], "access": "readonly" if i < n_in else "writeonly",
-                         "vec4": i in plan.vec4, "align": 8 if dt in ("i64", "u64", "f64") else 4})
+                         "vec4": i in plan.vec4, "align": 8 if dt in ("i64", "u64", "f64") else 4,
+                         # 16-bit data read 8 at a time keeps its bits in a uvec4 view
+                         "vtype": "uvec4" if dt in ("f16", "bf16") else "vec4"})
     sources = {}
     for abi in abis:
         sources[abi] = render("glsl_module.j2", abi=abi, name=plan.ctx.get("name", disp.name),

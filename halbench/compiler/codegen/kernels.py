@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from halbench.compiler.codegen.lang import Lang, ctype, emit_body, lin
-from halbench.compiler.codegen.matrix import mma_context
+from halbench.compiler.codegen.matrix import mma_context, vector_load
 from halbench.compiler.codegen.tuning import (
     Tuning,
     fold_groups,
@@ -457,6 +457,7 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
     out_shape = c.g.types[op.outputs[0]].shape
     ia, ib = c.b(op.inputs[0]), c.b(op.inputs[1])
     helpers: list[tuple[str, str, str, list[str]]] = []
+    vec_off: tuple[str | None, str | None] = (None, None)
     if op.kind in ("matmul", "batch_matmul"):
         sa, sb = c.shape(ia), c.shape(ib)
         batch = sa[0] if op.kind == "batch_matmul" else 1
@@ -468,6 +469,10 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
         load_b = c.ld(ib, pre + (["n", "k"] if tb else ["k", "n"]))
         a_kc, b_nc = not ta, not tb
         out = pre + ["m", "n"]
+        # Element offsets of A[m][k..k+7] and B[k][n..n+7] where those 8 are contiguous and
+        # 16-byte aligned: the matrix GEMM then loads them as one 16-byte vector.
+        vec_off = (lin(sa, pre + ["m", "k"]) if a_kc and k % 8 == 0 else None,
+                   lin(sb, pre + ["k", "n"]) if b_nc and n % 8 == 0 else None)
     else:  # conv2d as implicit GEMM
         layout = a["layout"]
         xs, ws = c.shape(ia), c.shape(ib)
@@ -523,8 +528,11 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
     if mt is not None:
         ctx, shared = mma_context(c.L, mt, in_dt)
         ctx.update(problem)
+        ctx["vec_a"], ctx["vec_b"] = (None if off is None else vector_load(c.L, i, off)
+                                      for i, off in zip((ia, ib), vec_off))
         gx, gy = -(-n // mt.bn), -(-m // mt.bm)
         p = Plan("gemm_mma.j2", ctx, (mt.threads, 1, 1), (gx, gy, batch), shared, helpers=helpers)
+        p.vec4 = {i for i, off in zip((ia, ib), vec_off) if off is not None}
         p.features.add("mma")
         return p
     tiles = gemm_tiles(t, m, n, k, batch)

@@ -14,7 +14,7 @@ from typing import Any
 from halbench.compiler.codegen.lang import Lang
 from halbench.compiler.codegen.tuning import MmaTiles
 
-__all__ = ["mma_context"]
+__all__ = ["mma_context", "vector_load"]
 
 # Shared-memory element type and the float -> element conversion ("{}" is the value), per
 # language and input type. Values come from f16 / bf16 buffers, so the round trip is exact.
@@ -50,3 +50,12 @@ def mma_context(lang: Lang, tiles: MmaTiles, in_dtype: str) -> tuple[dict[str, A
     shared = [(align + half, "As", t.bm * lda), (align + half, "Bs", t.bk * ldb),
               (align + "float", "Cs", subgroups * t.fm * ldc)]
     return ctx, shared
+
+
+def vector_load(lang: Lang, binding: int, offset: str) -> str:
+    """Eight f16 / bf16 elements from ``offset`` (a multiple of 8) of ``binding`` as one 16-byte
+    load: a ``uvec4`` in GLSL (the binding's 16-byte view, uvec4 for 16-bit data), a ``uint4``
+    in CUDA C."""
+    if lang.name == "glsl":
+        return f"V{binding}[({offset}) / 8]"
+    return f"reinterpret_cast<const uint4*>(B{binding})[({offset}) / 8]"
