@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["fold_shape_computations", "MAX_FOLD_ELEMENTS"]
+__all__ = ["MAX_FOLD_ELEMENTS", "fold_shape_computations"]
 
 #: Only tensors this small are folded: shape arithmetic, never weights (the compiler's own
 #: constant folding handles those, without duplicating them in the ONNX file).
