@@ -15,16 +15,20 @@ $py -m halbench dump-devices --format json > "$OUT/dump-devices.json" 2>/dev/nul
 grep -E "^# --device|feature_tier|identity.uuid|same_device_as|compute_capability|cooperative_matrix\[0\]" "$OUT/dump-devices.txt" | head -20
 step "gpu + conformance tests"
 timeout 330 $py -m pytest -q -p no:cacheprovider --timeout=120 tests/probe/test_gpu_probe.py tests/hal \
-   tests/bench/test_micro.py tests/runtime tests/compiler/test_codegen_cuda.py -k "not local" --gpu \
+   tests/bench/test_micro.py tests/runtime tests/compiler/test_codegen_cuda.py tests/compiler/test_codegen_matrix.py \
+   -k "not local and not throughput" --gpu \
    2>&1 | tee "$OUT/tests.log" | tail -25
+step "f16 GEMM on the matrix units (2048^3)"
+timeout 120 $py -m pytest -q -s -p no:cacheprovider tests/compiler/test_codegen_matrix.py -k throughput --gpu 2>&1 \
+   | grep -iE "gflop|tflop|passed|failed|error" | tail -8
 step "host-cost benchmarks"
 timeout 120 $py -m pytest -q -p no:cacheprovider benchmarks --benchmark-enable \
    --benchmark-columns=median,iqr,rounds --benchmark-sort=name -k "vulkan or cuda" 2>&1 | tee "$OUT/bench.log" | tail -30
 if [ "${1:-}" != quick ]; then
   step "device-peaks suite"
-  timeout 150 $py -m halbench run-suite device-peaks --no-progress -o "$OUT/peaks.json" 2>&1 | tail -5
+  timeout 200 $py -m halbench run-suite device-peaks --no-progress -o "$OUT/peaks.json" 2>&1 | tail -5
   step "models suite"
-  timeout 150 $py -m halbench run-suite models --no-progress -o "$OUT/models.json" 2>&1 | tail -5
+  timeout 200 $py -m halbench run-suite models --no-progress -o "$OUT/models.json" 2>&1 | tail -5
   $py -m halbench report "$OUT/peaks.json" "$OUT/models.json" -o "$OUT/report.html" 2>&1 | tail -2
   $py - "$OUT/peaks.json" "$OUT/models.json" <<'PY'
 import json, sys, numpy as np
