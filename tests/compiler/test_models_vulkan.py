@@ -31,7 +31,7 @@ MODELS = [
     ("tiny-cnn", "file"),
     ("tiny-bert", "file"),
     ("mobilenetv2", "file"),
-    pytest.param("resnet50", "random", marks=pytest.mark.slow),  # ~50 s on lavapipe, 2 cores
+    pytest.param("resnet50", "random", marks=pytest.mark.slow),  # 24-43 s on lavapipe, 2 cores
     ("minilm-l6", "random"),
 ]
 
