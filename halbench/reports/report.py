@@ -24,7 +24,7 @@ def _charts(ctx: dict[str, Any]) -> None:
     series = [charts.Series(col["label"], [
         (c["median"], c["p10"], c["p90"]) if c.get("median") is not None and c["median"] > 0 else None
         for c in (row["cells"][i] for row in models["rows"])])
-        for i, col in enumerate(ctx["columns"])]
+        for i, col in enumerate(models["columns"])]
     # A run where every model failed has no latency to draw (log scale needs positive values).
     if any(p is not None for s in series for p in s.points):
         ctx["latency_svg"] = charts.latency_chart([r["name"] for r in models["rows"]], series)

@@ -259,6 +259,10 @@ def _roofline(title: str, uri: str, doc: dict[str, Any], peaks: dict[str, Any]) 
             "count": sum(len(p) for p in points.values())}
 
 
+def _public(columns: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{k: c[k] for k in ("label", "run", "uri", "name")} for c in columns]
+
+
 def build_context(docs: list[tuple[Path, dict[str, Any]]]) -> dict[str, Any]:
     """Everything the template needs, as plain data."""
     labels = _labels([p for p, _ in docs])
@@ -277,6 +281,20 @@ def build_context(docs: list[tuple[Path, dict[str, Any]]]) -> dict[str, Any]:
             columns.append(col)
             envs.append(_env_row(col, doc))
         warnings += _warnings(label, doc)
+
+    # A device measured by several files (peaks in one run, models in another) keeps its
+    # ceilings in every column: rooflines need them wherever its dispatches are.
+    by_device: dict[tuple, list[dict[str, Any]]] = {}
+    for col in columns:
+        ident = col["info"]["identity"]
+        key = (ident.get("uuid") or ident["name"], col["info"].get("driver"), ident.get("driver_version"))
+        by_device.setdefault(key, []).append(col)
+    for cols in by_device.values():
+        for field in ("bandwidth_gb_s", "compute_gflop_s", "dispatch_latency_us"):
+            found = next((c["peaks"][field] for c in cols if c["peaks"][field]), None)
+            for c in cols:
+                if not c["peaks"][field] and found:
+                    c["peaks"][field] = found
 
     # Devices: one column per distinct device; the last file that has it supplies the details.
     distinct: dict[tuple, dict[str, Any]] = {}
@@ -297,16 +315,19 @@ def build_context(docs: list[tuple[Path, dict[str, Any]]]) -> dict[str, Any]:
             if b["name"] not in names:
                 names.append(b["name"])
             index[(b["name"], col["label"])] = b
+    # Each table shows only the columns that ran something of its kind.
+    model_cols = [c for c in columns if any((n, c["label"]) in index for n in model_names)]
+    micro_cols = [c for c in columns if any((n, c["label"]) in index for n in micro_names)]
     model_rows = []
     for name in model_names:
-        cells = [_cell(index.get((name, c["label"]))) for c in columns]
+        cells = [_cell(index.get((name, c["label"]))) for c in model_cols]
         first = next((c["median"] for c in cells if c["median"] is not None), None)
-        for cell, col in zip(cells, columns):
+        for cell, col in zip(cells, model_cols):
             # One file: devices against each other. Several: each device against itself in the
             # first file that has it, which is what "did this run get slower" asks.
             ref = first
             if len(docs) > 1:
-                ref = next((c["median"] for c, k in zip(cells, columns)
+                ref = next((c["median"] for c, k in zip(cells, model_cols)
                             if k["uri"] == col["uri"] and c["median"] is not None), None)
             if cell["median"] is not None and ref:
                 cell["ratio"] = cell["median"] / ref
@@ -314,7 +335,7 @@ def build_context(docs: list[tuple[Path, dict[str, Any]]]) -> dict[str, Any]:
     micro_rows = []
     for name in micro_names:
         cells = []
-        for c in columns:
+        for c in micro_cols:
             b = index.get((name, c["label"]))
             cell = _cell(b)
             cell["rate"] = _micro_rate(b, cell) if b else "–"
@@ -330,13 +351,13 @@ def build_context(docs: list[tuple[Path, dict[str, Any]]]) -> dict[str, Any]:
     return {
         "title": "halbench report: " + ", ".join(labels),
         "runs": runs,
-        "columns": [{k: c[k] for k in ("label", "run", "uri", "name")} for c in columns],
+        "columns": _public(columns),
         "devices": {"columns": [f"{c['name']}" for c in devcols],
                     "uris": [c["uri"] for c in devcols], "rows": _device_rows(devcols)},
-        "models": {"rows": model_rows},
+        "models": {"rows": model_rows, "columns": _public(model_cols)},
         "ratio_reference": "the same device's median in the first file" if len(docs) > 1
         else "the first column's median",
-        "micros": {"rows": micro_rows},
+        "micros": {"rows": micro_rows, "columns": _public(micro_cols)},
         "breakdowns": breakdowns,
         "rooflines": rooflines,
         "environment": envs,
