@@ -3,8 +3,10 @@
 Nodes are added explicitly (not by stream capture) so that commands between two barriers have
 no edges between them and may run concurrently, as the HAL allows; each barrier joins
 everything before it (one empty node when both sides have several commands). With profiling,
-each kernel is bracketed by event-record nodes; the same commands also stay available as an
-event-free graph (for ``unprofiled_total``) and as a plain list for stream launches.
+each kernel is bracketed by event-record nodes and the commands run one after another (so a
+dispatch's events time it, not its overlap with its neighbours); the same commands also stay
+available as an event-free graph (``unprofiled_total``: the concurrent time) and as a plain
+list for stream launches.
 """
 
 from __future__ import annotations
@@ -65,6 +67,7 @@ class GpuCommandBuffer(CommandBuffer):
         self._graphs.append(graph)
         deps: list[Any] = []  # what the current segment (since the last barrier) depends on
         segment: list[Any] = []  # the last node of each command in the current segment
+        chain: list[Any] = []  # profiled graphs: the previous command's last node
         k = 0
         for op in self.ops:
             kind = op[0]
@@ -77,18 +80,24 @@ class GpuCommandBuffer(CommandBuffer):
             elif kind == "kernel":
                 _, fn, grid, block, params = op
                 if with_events:
+                    # Profiled: every dispatch after the previous one, as Vulkan's timestamps
+                    # order them, so its events time it alone and not its overlap with
+                    # neighbours (the opt-in unprofiled total keeps the concurrent time).
                     start, end = self.dispatch_events[k]
-                    node = api.graph_add_event_record(graph, deps, start)
+                    node = api.graph_add_event_record(graph, chain or deps, start)
                     node = api.graph_add_kernel(graph, [node], fn, grid, block, params.ptr)
                     node = api.graph_add_event_record(graph, [node], end)
+                    chain = [node]
                 else:
                     node = api.graph_add_kernel(graph, deps, fn, grid, block, params.ptr)
                 k += 1
                 segment.append(node)
             elif kind == "copy":
-                segment.append(api.graph_add_copy(graph, deps, op[1], op[2], op[3], ctx))
+                segment.append(api.graph_add_copy(graph, chain or deps, op[1], op[2], op[3], ctx))
+                chain = [segment[-1]] if with_events else chain
             elif kind == "fill":
-                segment.append(api.graph_add_fill(graph, deps, op[1], op[2], op[3], ctx))
+                segment.append(api.graph_add_fill(graph, chain or deps, op[1], op[2], op[3], ctx))
+                chain = [segment[-1]] if with_events else chain
         graph_exec = api.graph_instantiate(graph)
         self._execs.append(graph_exec)
         return graph_exec
