@@ -1,0 +1,49 @@
+"""DESIGN.md's layer rules, checked on the source: dependencies point down only."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PKG = Path(__file__).resolve().parents[1] / "halbench"
+
+# layer -> packages it must never import (runtime code runs where no compiler is installed;
+# reports read stored results only; the probe and the HAL know nothing above them)
+FORBIDDEN = {
+    "drivers": ("halbench.compiler", "halbench.runtime", "halbench.bench", "halbench.reports"),
+    "runtime": ("halbench.compiler", "halbench.bench", "halbench.reports"),
+    "bundle": ("halbench.compiler", "halbench.runtime", "halbench.bench", "halbench.reports"),
+    "probe": ("halbench.drivers", "halbench.compiler", "halbench.runtime", "halbench.bench",
+              "halbench.reports"),
+    "compiler": ("halbench.bench", "halbench.reports", "halbench.runtime"),
+    "bench": ("halbench.reports",),
+}
+
+
+def _imports(path: Path) -> list[str]:
+    names = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.append(node.module)
+    return names
+
+
+@pytest.mark.parametrize("layer", sorted(FORBIDDEN))
+def test_layer_imports_point_down(layer: str) -> None:
+    bad = []
+    for path in sorted((PKG / layer).rglob("*.py")):
+        for name in _imports(path):
+            if any(name == f or name.startswith(f + ".") for f in FORBIDDEN[layer]):
+                bad.append(f"{path.relative_to(PKG.parent)} imports {name}")
+    assert not bad, "\n".join(bad)
+
+
+def test_hal_core_imports_no_layer_above() -> None:
+    for name in ("hal.py", "errors.py", "uri.py", "dtypes.py", "files.py"):
+        above = [n for n in _imports(PKG / name) if n.startswith("halbench.") and n.split(".")[1] in
+                 ("drivers", "compiler", "runtime", "bench", "reports", "probe") and name != "hal.py"]
+        assert not above, (name, above)
