@@ -13,6 +13,7 @@ that CI on lavapipe can walk every path a GPU might take:
 from __future__ import annotations
 
 import os
+import time
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
@@ -93,6 +94,9 @@ def create_device(driver: Driver, info: DeviceInfo, **options: Any) -> VulkanDev
     opts.update(options)
     return VulkanDevice(eff, p, opts)
 
+
+#: How long a host wait polls the timeline before it blocks in vkWaitSemaphores.
+_SPIN_NS = 200_000
 
 class VulkanDevice(Device):
     transfer_alignment = 4  # vkCmdFillBuffer needs 4-byte offsets and sizes
@@ -314,6 +318,13 @@ class VulkanDevice(Device):
         return self.completed
 
     def wait_value(self, value: int, timeout_s: float) -> bool:
+        # Short work finishes within microseconds, but a blocking vkWaitSemaphores costs tens of
+        # them to wake up (seen on an H100: ~45 us for an empty submission against 6.5 us on
+        # CUDA, which polls). Poll the counter briefly first, then block for the rest.
+        spin_end = time.perf_counter_ns() + min(_SPIN_NS, int(timeout_s * 1e9))
+        while time.perf_counter_ns() < spin_end:
+            if self.completed_value() >= value:
+                return True
         if not wait_timeline(self, self.timeline, value, timeout_s):
             return False
         self.completed = max(self.completed, value)
