@@ -10,7 +10,7 @@ element-wise combine, which the fusion passes later pull into the op's epilogue.
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 import numpy as np
 

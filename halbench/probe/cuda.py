@@ -11,7 +11,15 @@ from __future__ import annotations
 from typing import Any
 
 from halbench.errors import DriverError, DriverUnavailable
-from halbench.probe.info import DeviceInfo, Features, Identity, Limits, MatrixShape, Memory, ProbeCache
+from halbench.probe.info import (
+    DeviceInfo,
+    Features,
+    Identity,
+    MatrixShape,
+    Memory,
+    ProbeCache,
+    gpu_limits,
+)
 from halbench.uri import dashed_uuid
 
 __all__ = ["query_devices", "clear_cache", "device_info_from_attributes", "mma_shapes", "ATTRIBUTES"]
@@ -142,7 +150,6 @@ def device_info_from_attributes(ordinal: int, name: str, uuid: bytes | None, pci
                                 driver_version: str = "", errors: dict[str, str] | None = None) -> DeviceInfo:
     """Build a DeviceInfo from raw CUDA answers (``attrs`` keyed by :data:`ATTRIBUTES` names)."""
     major, minor = attrs.get("compute_capability_major", 0), attrs.get("compute_capability_minor", 0)
-    dims = lambda p: tuple(attrs[f"{p}_{a}"] for a in "xyz") if all(f"{p}_{a}" in attrs for a in "xyz") else None  # noqa: E731
     identity = Identity(
         name=name, vendor="NVIDIA", vendor_id=0x10DE, device_id=attrs.get("pci_device_id"),
         device_type="integrated-gpu" if attrs.get("integrated") else "discrete-gpu",
@@ -150,14 +157,7 @@ def device_info_from_attributes(ordinal: int, name: str, uuid: bytes | None, pci
         api="CUDA", api_version=_version(driver_cuda_version), driver_name="NVIDIA",
         driver_version=driver_version, arch=f"sm_{major}{minor}", compute_capability=f"{major}.{minor}",
     )
-    warp = attrs.get("warp_size")
-    limits = Limits(
-        max_workgroup_size=dims("max_block_dim"), max_workgroup_invocations=attrs.get("max_threads_per_block"),
-        max_workgroup_count=dims("max_grid_dim"),
-        max_shared_memory_bytes=attrs.get("max_shared_memory_per_block_bytes"),
-        subgroup_size=warp, min_subgroup_size=warp, max_subgroup_size=warp,
-        compute_units=attrs.get("multiprocessor_count"),
-    )
+    limits = gpu_limits(attrs)
     attributes: dict[str, Any] = {"compute_capability": f"{major}.{minor}",
                                   "driver_max_cuda_version": _version(driver_cuda_version), **attrs}
     features = Features(flags=_flags(major, minor), cooperative_matrix=mma_shapes(major, minor))

@@ -11,7 +11,15 @@ from __future__ import annotations
 from typing import Any
 
 from halbench.errors import DriverUnavailable
-from halbench.probe.info import DeviceInfo, Features, Identity, Limits, MatrixShape, Memory, ProbeCache
+from halbench.probe.info import (
+    DeviceInfo,
+    Features,
+    Identity,
+    MatrixShape,
+    Memory,
+    ProbeCache,
+    gpu_limits,
+)
 from halbench.uri import dashed_uuid
 
 __all__ = ["query_devices", "clear_cache", "device_info_from_props", "mma_shapes"]
@@ -134,7 +142,6 @@ def device_info_from_props(props: Any, ordinal: int, driver_version: int | None 
             attrs[f"{prefix}_{axis}"] = int(v)
     if runtime_version:
         attrs["hip_runtime_version"] = _hip_version(runtime_version)
-    dims = lambda p: tuple(attrs[f"{p}_{a}"] for a in "xyz") if f"{p}_z" in attrs else None  # noqa: E731
     pci = None
     if "pci_bus_id" in attrs:
         pci = f"{attrs.get('pci_domain_id', 0):04x}:{attrs['pci_bus_id']:02x}:{attrs.get('pci_device_id', 0):02x}.0"
@@ -145,14 +152,7 @@ def device_info_from_props(props: Any, ordinal: int, driver_version: int | None 
         api_version=_hip_version(runtime_version or driver_version), driver_name="ROCm",
         driver_version=_hip_version(driver_version), arch=arch, compute_capability=f"{major}.{minor}",
     )
-    warp = attrs.get("warp_size")
-    limits = Limits(
-        max_workgroup_size=dims("max_block_dim"), max_workgroup_invocations=attrs.get("max_threads_per_block"),
-        max_workgroup_count=dims("max_grid_dim"),
-        max_shared_memory_bytes=attrs.get("max_shared_memory_per_block_bytes"),
-        subgroup_size=warp, min_subgroup_size=warp, max_subgroup_size=warp,
-        compute_units=attrs.get("multiprocessor_count"),
-    )
+    limits = gpu_limits(attrs)
     shapes = mma_shapes(arch or "")
     total = getattr(props, "totalGlobalMem", None)
     return DeviceInfo(driver=DRIVER, ordinal=ordinal, identity=identity, limits=limits,

@@ -26,6 +26,7 @@ __all__ = [
     "Tier",
     "DeviceInfo",
     "ProbeCache",
+    "gpu_limits",
 ]
 
 #: Version of the dump-devices JSON schema (docs/device-schema.md).
@@ -206,3 +207,19 @@ class ProbeCache:
     def clear(self) -> None:
         with self._lock:
             self._value = None
+
+
+def gpu_limits(attrs: dict[str, Any]) -> Limits:
+    """Limits from CUDA-style device attributes (the CUDA and HIP probes name them alike)."""
+    def dims(prefix: str) -> tuple[int, int, int] | None:
+        keys = [f"{prefix}_{a}" for a in "xyz"]
+        return tuple(attrs[k] for k in keys) if all(k in attrs for k in keys) else None  # type: ignore[return-value]
+
+    warp = attrs.get("warp_size")
+    return Limits(
+        max_workgroup_size=dims("max_block_dim"), max_workgroup_invocations=attrs.get("max_threads_per_block"),
+        max_workgroup_count=dims("max_grid_dim"),
+        max_shared_memory_bytes=attrs.get("max_shared_memory_per_block_bytes"),
+        subgroup_size=warp, min_subgroup_size=warp, max_subgroup_size=warp,
+        compute_units=attrs.get("multiprocessor_count"),
+    )

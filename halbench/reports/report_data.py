@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from halbench.bench.stats import NOISE_THRESHOLD, Stats
-from halbench.errors import HalbenchError
 from halbench.reports.compare import timing_samples
 
 __all__ = ["TOP_DISPATCHES", "TOP_MODELS", "build_context", "measured_peaks", "published_peaks"]

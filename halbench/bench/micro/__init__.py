@@ -177,7 +177,7 @@ def _prepare_kernel(mb: MicroBenchmark) -> None:
             mb.metrics = {"bytes": 3.0 * nbytes}
             check = _check_eq(bufs[0], src + s * c)
         groups = min(math.ceil(n / 256), 65535)
-        wg, bindings, workgroups = 256, bufs, (groups, 1, 1)
+        wg, workgroups = 256, (groups, 1, 1)
     elif kind in ("fma-f32", "fma-f16", "dot-int8"):
         if kind == "fma-f16" and not cuda and not local and not _features(dev).get("shaderFloat16"):
             raise Unsupported(f"{dev.uri} has no shaderFloat16")
