@@ -14,6 +14,19 @@ FORMAT = click.option("--format", "fmt", type=click.Choice(["text", "json"]), de
                       show_default=True, help="Output format.")
 
 
+def _api_names() -> list[str]:
+    """What --target-device takes: every compiler backend (halbench.compiler.backends)."""
+    from halbench.compiler.backends import api_names
+
+    return list(api_names())
+
+
+def _target_apis() -> list[str]:
+    from halbench.compiler.targets import apis
+
+    return list(apis())
+
+
 class _Group(click.Group):
     """Turns a HalbenchError into one line on stderr and exit code 1; bugs keep their traceback."""
 
@@ -102,26 +115,20 @@ def _probe_all() -> list:
 
 def _dump(target: str | None) -> dict:
     """The dump document for everything, one driver (``vulkan``) or one device (``vulkan://0``)."""
-    from halbench.drivers import driver_names, get_driver
-    from halbench.errors import DriverUnavailable, UserError
+    from halbench.drivers import get_driver, select_device
+    from halbench.errors import DriverUnavailable
     from halbench.probe.render import dump_document
     from halbench.uri import parse_uri
 
-    keep = None
+    entries, keep = _probe_all(), None
     if target:
         u = parse_uri(target)
-        if u.driver not in driver_names():
-            raise UserError(f"unknown driver '{u.driver}'; known drivers: {', '.join(driver_names())}")
-        entries = _probe_all()
+        get_driver(u.driver)  # an unknown driver is a UserError listing the known ones
         entry = next(e for e in entries if e.name == u.driver)
         if not entry.available:
             raise DriverUnavailable(entry.name, entry.reason)
-        if "://" in target:  # a device URI: the driver picks it (or says which exist)
-            keep = [(u.driver, get_driver(u.driver).select(str(u).partition("://")[2]).ordinal)]
-        else:
-            keep = [(u.driver, None)]
-    else:
-        entries = _probe_all()
+        info = select_device(u) if "://" in target else None  # the driver picks it or lists the others
+        keep = [(u.driver, info.ordinal if info else None)]
     return dump_document(entries, __version__, keep)
 
 
@@ -151,7 +158,7 @@ def dump_devices(target: str | None, fmt: str) -> None:
 
 
 @main.command("list-targets")
-@click.option("--api", type=click.Choice(["vulkan", "cuda", "hip"]), default=None,
+@click.option("--api", type=click.Choice(_target_apis()), default=None,
               help="Only targets usable through this API.")
 @FORMAT
 def list_targets_cmd(api: str | None, fmt: str) -> None:
@@ -190,29 +197,41 @@ def run_module_cmd(device: str, module_path: str, function: str | None, inputs: 
     click.echo(run_module(device, module_path, function, inputs, outputs, max_elements, timeout_s))
 
 
+def _backend_options(f):
+    """The compile command's per-API options, from the compiler backend registry: one
+    ``--API-target`` per backend that takes targets, plus each backend's own options."""
+    from halbench.compiler.backends import backends
+
+    for b in reversed(list(backends().values())):
+        for o in reversed(b.options):
+            f = click.option(f"--{o.name}", f"opt__{o.name.replace('-', '_')}", type=click.Choice(o.choices),
+                             default=None, help=f"{o.help} [default: {o.default}]")(f)
+        if b.target_option:
+            names = [f"--{n}" for n in (b.target_option, *b.target_aliases)]
+            f = click.option(*names, f"target__{b.name}", default=None, metavar="NAME",
+                             help=f"{b.name} target: an arch, code name or product "
+                                  f"(list-targets --api {b.name}), auto, or DUMP.json.")(f)
+    return f
+
+
 @main.command("compile")
 @click.argument("input_path", metavar="INPUT", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", required=True, metavar="OUT.hbx", help="Bundle to write (atomically).")
 @click.option("--target-device", "target_devices", multiple=True, default=("local",), show_default=True,
-              help="Device API to compile for: local, vulkan, cuda, hip (repeat for several).")
-@click.option("--vulkan-target", default=None, help="Vulkan target name (see list-targets).")
-@click.option("--cuda-target", default=None, help="CUDA target name (see list-targets).")
-@click.option("--rocm-target", default=None, help="ROCm/HIP target name (see list-targets).")
+              type=click.Choice(_api_names()), help="Device API to compile for (repeat for several).")
+@_backend_options
 @click.option("--target", "target_all", default=None, metavar="auto|DUMP.json",
               help="Target of every GPU API not named above: 'auto' probes this machine's devices, "
                    "or a `dump-devices --format json` file from another machine.")
-@click.option("--vulkan-dispatch-abi", type=click.Choice(["all", "bda", "descriptors"]), default="all",
-              show_default=True, help="Vulkan executable ABI(s); 'all' emits BDA first, descriptors second.")
 @click.option("--weights", type=click.Choice(["file", "random"]), default="file", show_default=True,
               help="Store weights in the bundle, or declare them seeded-random (small benchmark bundles).")
 @click.option("--input-shape", "input_shapes", multiple=True, metavar="NAME=1x3x224x224",
               help="Static shape for an input with dynamic dimensions (repeatable).")
 @click.option("--dump-after", default=None, metavar="PASS", help="Print the IR after PASS (or all).")
 @click.option("--statistics", is_flag=True, help="Print compile statistics.")
-def compile_cmd(input_path: str, output: str, target_devices: tuple[str, ...], vulkan_target: str | None,
-                cuda_target: str | None, rocm_target: str | None, target_all: str | None,
-                vulkan_dispatch_abi: str, weights: str,
-                input_shapes: tuple[str, ...], dump_after: str | None, statistics: bool) -> None:
+def compile_cmd(input_path: str, output: str, target_devices: tuple[str, ...], target_all: str | None,
+                weights: str, input_shapes: tuple[str, ...], dump_after: str | None, statistics: bool,
+                **per_backend: str | None) -> None:
     """Compile an ONNX or MLIR model into a bundle (.hbx) for run-module and the runtime."""
     from halbench.bundle import write_bundle
 
@@ -221,16 +240,18 @@ def compile_cmd(input_path: str, output: str, target_devices: tuple[str, ...], v
     except ImportError as e:
         raise UserError(f"the halbench compiler is not available here ({e}); install halbench[compiler], "
                         f"or compile on another machine and copy the .hbx") from None
-    given = {"target_devices": tuple(target_devices), "weights": weights,
-             "input_shapes": _input_shapes(input_shapes), "dump_after": dump_after,
-             "vulkan_target": vulkan_target or target_all, "cuda_target": cuda_target or target_all,
-             "rocm_target": rocm_target or target_all, "vulkan_dispatch_abi": vulkan_dispatch_abi}
-    result = compile_model(input_path, _options(CompileOptions, given))
-    manifest, members = (result.manifest, result.members) if hasattr(result, "manifest") else result
-    write_bundle(output, manifest, members)
+    targets = {k.removeprefix("target__"): v or target_all
+               for k, v in per_backend.items() if k.startswith("target__")}
+    backend_options = {k.removeprefix("opt__").replace("_", "-"): v
+                       for k, v in per_backend.items() if k.startswith("opt__") and v is not None}
+    options = CompileOptions(target_devices=tuple(target_devices), weights=weights,
+                             input_shapes=_input_shapes(input_shapes), dump_after=dump_after,
+                             targets={k: v for k, v in targets.items() if v}, backend_options=backend_options)
+    result = compile_model(input_path, options)
+    write_bundle(output, result.manifest, result.members)
     if statistics:
-        stats = getattr(result, "statistics", None) or {}
-        click.echo(json.dumps(stats, indent=2, default=str) if stats else "no statistics reported")
+        click.echo(json.dumps(result.statistics, indent=2, default=str) if result.statistics
+                   else "no statistics reported")
 
 
 def _input_shapes(specs: tuple[str, ...]) -> dict[str, tuple[int, ...]]:
@@ -245,19 +266,6 @@ def _input_shapes(specs: tuple[str, ...]) -> dict[str, tuple[int, ...]]:
             raise UserError(f"malformed --input-shape '{s}': write NAME=1x3x224x224")
         out[name] = shape
     return out
-
-
-def _options(cls: type, given: dict) -> object:
-    """CompileOptions from the options given, refusing one this compiler does not take."""
-    import dataclasses
-
-    fields = {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else set(given)
-    defaults = {"weights": "file", "target_devices": ("local",), "vulkan_dispatch_abi": "all"}
-    unknown = [k for k, v in given.items()
-               if k not in fields and v not in (None, {}, ()) and defaults.get(k) != v]
-    if unknown:
-        raise UserError(f"this compiler does not take --{unknown[0].replace('_', '-')}")
-    return cls(**{k: v for k, v in given.items() if k in fields and v is not None})
 
 
 # -- results: compare, gate, report, trace (halbench.reports; they read stored results only) ---

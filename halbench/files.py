@@ -6,8 +6,8 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
-from pathlib import Path
 from collections.abc import Iterator
+from pathlib import Path
 from typing import IO
 
 from halbench.errors import UserError

@@ -13,6 +13,7 @@ Example
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -25,9 +26,10 @@ from halbench.errors import HalbenchError, UserError, WaitTimeout
 
 if TYPE_CHECKING:
     from halbench.probe.info import DeviceInfo
+    from halbench.uri import DeviceURI
 
 __all__ = [
-    "FORMATS",
+    "FORMAT_NAME",
     "EntryPoint",
     "ExecutableBinary",
     "Driver",
@@ -43,15 +45,10 @@ __all__ = [
     "DEFAULT_TIMEOUT_S",
 ]
 
-#: Every executable format halbench knows (the ABI between the compiler and the HAL).
-FORMATS = (
-    "vulkan-spirv-bda-v1",
-    "vulkan-spirv-descriptors-v1",
-    "cuda-cubin-v1",
-    "cuda-ptx-v1",
-    "hip-hsaco-v1",
-    "local-v1",
-)
+#: What an executable format's name looks like (``vulkan-spirv-bda-v1``). Which formats exist is
+#: not listed here: each driver declares the formats it loads (``Driver.formats``), so a
+#: third-party driver brings its own; ``halbench.drivers.known_formats()`` collects them.
+FORMAT_NAME = re.compile(r"[a-z0-9][a-z0-9-]*-v[0-9]+")
 
 #: No wait in halbench is unbounded; this is the default bound.
 DEFAULT_TIMEOUT_S = 60.0
@@ -98,8 +95,8 @@ class ExecutableBinary:
     target: str = ""
 
     def __post_init__(self) -> None:
-        if self.format not in FORMATS:
-            raise UserError(f"unknown executable format '{self.format}'; known: {', '.join(FORMATS)}")
+        if not isinstance(self.format, str) or not FORMAT_NAME.fullmatch(self.format):
+            raise UserError(f"'{self.format}' is not an executable format name (like vulkan-spirv-bda-v1)")
         object.__setattr__(self, "entries", tuple(self.entries))
         object.__setattr__(self, "data", bytes(self.data))
         names = [e.name for e in self.entries]
@@ -516,6 +513,8 @@ class Device(ABC):
     #: Copy/fill offsets and sizes must be multiples of this.
     transfer_alignment: int = 4
     max_workgroup_count: tuple[int, int, int] | None = None
+    #: The driver that opened this device (set by ``Driver.create_device``).
+    driver: "Driver | None" = None
 
     def __init__(self, info: "DeviceInfo", uri: str):
         self.info = info
@@ -539,6 +538,13 @@ class Device(ABC):
     def supports(self, fmt: str) -> bool:
         """Whether this device loads executables of format ``fmt``."""
         return fmt in self.formats
+
+    def can_run(self, fmt: str, target: str = "") -> str | None:
+        """Why an executable of ``fmt`` built for ``target`` cannot run here, or None when it can.
+        The rule is the driver's (``Driver.check_variant``); this device may offer fewer formats."""
+        if not self.supports(fmt):
+            return f"{self.uri} does not load {fmt}"
+        return self.driver.check_variant(fmt, target, self.info) if self.driver else None
 
     def query(self, key: str) -> Any:
         """Look up a device property by dotted path in ``info.to_dict()`` (e.g. ``limits.subgroup_size``)."""
@@ -672,24 +678,64 @@ class Device(ABC):
 
 
 class Driver(ABC):
-    """A HAL driver: lists devices and creates them."""
+    """A HAL driver: lists devices and opens them.
+
+    A driver is the HAL half of an API's plug-in unit: it declares the executable formats it
+    loads, best first (``formats``), and the one rule saying whether a variant built for some
+    target runs on one of its devices (``check_variant``). Bundles and the runtime ask it; the
+    compiler half (``halbench.compiler.backends``) never imports it.
+    """
 
     name: str = ""
     description: str = ""
+    #: Executable formats this driver loads, in preference order (a device may offer fewer).
+    formats: tuple[str, ...] = ()
 
-    @abstractmethod
+    #: Where the driver's probe and device live, imported only when needed (so that listing
+    #: drivers loads no GPU binding): a module with ``query_devices()``, and a module with
+    #: ``create_device(driver, info)``. A driver may instead override the two methods below.
+    probe_module: str = ""
+    device_module: str = ""
+
     def query_available_devices(self) -> list["DeviceInfo"]:
         """Every device this driver sees, probed (creates no logical device)."""
+        import importlib
 
-    @abstractmethod
-    def create_device(self, path: str = "") -> Device:
-        """Create a logical device from a URI path: '', an ordinal, or a UUID."""
+        return importlib.import_module(self.probe_module).query_devices()
 
-    def select(self, path: str) -> "DeviceInfo":
-        """Pick the probed device that ``path`` names; a clear error lists the others."""
-        from halbench.uri import normalize_uuid, parse_uri
+    def _open(self, info: "DeviceInfo") -> Device:
+        """Create the logical device for the probed device ``info``."""
+        import importlib
 
-        u = parse_uri(f"{self.name}://{path}")
+        return importlib.import_module(self.device_module).create_device(self, info)
+
+    def check_variant(self, fmt: str, target: str, info: "DeviceInfo") -> str | None:
+        """Why a variant of format ``fmt`` built for ``target`` cannot run on the device that
+        ``info`` describes; None when it runs."""
+        if fmt not in self.formats:
+            return f"the {self.name} driver does not load {fmt}"
+        return self._check_target(fmt, target, info)
+
+    def _check_target(self, fmt: str, target: str, info: "DeviceInfo") -> str | None:
+        """Drivers with arch-specific formats say here whether ``target`` runs on ``info``."""
+        return None
+
+    def create_device(self, where: "str | DeviceURI | DeviceInfo" = "") -> Device:
+        """Open a device: a URI path ('', an ordinal, a UUID), a parsed URI, or a probed info."""
+        from halbench.probe.info import DeviceInfo
+
+        info = where if isinstance(where, DeviceInfo) else self.select(where)
+        dev = self._open(info)
+        dev.driver = self
+        return dev
+
+    def select(self, where: "str | DeviceURI" = "") -> "DeviceInfo":
+        """Pick the probed device that ``where`` names; a clear error lists the others."""
+        from halbench.uri import DeviceURI, normalize_uuid, parse_uri
+
+        u = where if isinstance(where, DeviceURI) else parse_uri(f"{self.name}://{where}")
+        if u.driver != self.name:
+            raise UserError(f"{u} is not a {self.name} device")
         devices = self.query_available_devices()
         listing = ", ".join(f"{d.uri} ({d.name})" for d in devices) or "none"
         if not devices:
@@ -702,7 +748,7 @@ class Driver(ABC):
             for d in devices:
                 if d.identity.uuid and normalize_uuid(d.identity.uuid) == u.uuid:
                     return d
-            raise UserError(f"no {self.name} device with UUID {path}; available: {listing}")
+            raise UserError(f"no {self.name} device with UUID {u.path}; available: {listing}")
         return self._default_device(devices)
 
     def _default_device(self, devices: list["DeviceInfo"]) -> "DeviceInfo":

@@ -26,6 +26,11 @@ class DeviceURI:
     ordinal: int | None = None
     uuid: str | None = None  # canonical: 32 lowercase hex digits, no dashes
 
+    @property
+    def path(self) -> str:
+        """What follows ``driver://``: '', the ordinal, or the dashed UUID."""
+        return str(self).partition("://")[2]
+
     def __str__(self) -> str:
         if self.ordinal is not None:
             return f"{self.driver}://{self.ordinal}"
@@ -75,7 +80,7 @@ def parse_uri(text: str) -> DeviceURI:
         raise UserError(f"malformed device URI '{text}': bad driver name '{driver}'; {forms}")
     if path == "":
         return DeviceURI(driver)
-    if path.isdigit():
+    if re.fullmatch(r"[0-9]{1,6}", path):  # ASCII digits only: "²".isdigit() is True
         return DeviceURI(driver, ordinal=int(path))
     uuid = normalize_uuid(path)
     if uuid is None:

@@ -25,7 +25,7 @@ def build(out: Path) -> None:
         onnx_path = Path("/tmp") / f"{name}.onnx"
         zoo.save(name, onnx_path, **kw)
         opts = CompileOptions(target_devices=("vulkan", "cuda", "local"), weights="random",
-                              vulkan_target="h100", cuda_target="h100")
+                              targets={"vulkan": "h100", "cuda": "h100"})
         compile_model(onnx_path, opts).write(out / f"{name}.hbx")
         np.savez(out / f"{name}.inputs.npz", **zoo.make_inputs(name, **kw))
         print(name, (out / f"{name}.hbx").stat().st_size // 1024, "KiB", flush=True)

@@ -7,7 +7,6 @@ import os
 import zipfile
 from dataclasses import replace
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -16,15 +15,12 @@ from halbench.bundle import (
     BufferRange,
     DispatchStep,
     Manifest,
-    Variant,
     random_weight,
     read_bundle,
-    select_variant,
     write_bundle,
 )
 from halbench.bundle.weights import f32_to_bf16
 from halbench.errors import UserError
-from halbench.hal import EntryPoint
 from tests.runtime import bundles as B
 
 
@@ -266,43 +262,3 @@ def test_bf16_rounds_to_nearest_even() -> None:
     assert list(f32_to_bf16(x)) == [0x3F80, 0xC020, 0x3F80, 0x3F82, 0x7F80, 0x7FC0]
 
 
-# -- variant selection -------------------------------------------------------------------
-def _device(formats: tuple[str, ...], arch: str | None = None, flags: dict | None = None, uri="cuda://0"):
-    return SimpleNamespace(uri=uri, supports=lambda f: f in formats,
-                           info=SimpleNamespace(identity=SimpleNamespace(arch=arch),
-                                                features=SimpleNamespace(flags=flags or {})))
-
-
-def _exe(*variants: tuple[str, str]):
-    from halbench.bundle import ExecutableDecl
-
-    ep = EntryPoint("main", 1)
-    return ExecutableDecl(0, "d0", tuple(Variant(f, t, f"executables/0.{i}", ep, (1, 1, 1))
-                                         for i, (f, t) in enumerate(variants)))
-
-
-def test_select_variant_preference_order() -> None:
-    exe = _exe(("vulkan-spirv-descriptors-v1", "spirv1.6"), ("vulkan-spirv-bda-v1", "spirv1.6"),
-               ("local-v1", "host"))
-    vk = ("vulkan-spirv-bda-v1", "vulkan-spirv-descriptors-v1")
-    assert select_variant(exe, _device(vk, flags={"bufferDeviceAddress": True}))[0] == 1
-    assert select_variant(exe, _device(vk, flags={"bufferDeviceAddress": False}))[0] == 0
-    assert select_variant(exe, _device(("local-v1",)))[0] == 2
-
-
-def test_select_variant_cubin_arch() -> None:
-    cuda = ("cuda-cubin-v1", "cuda-ptx-v1")
-    exe = _exe(("cuda-ptx-v1", "sm_80"), ("cuda-cubin-v1", "sm_80"), ("cuda-cubin-v1", "sm_90a"))
-    assert select_variant(exe, _device(cuda, "sm_90a"))[0] == 2
-    assert select_variant(exe, _device(cuda, "sm_86"))[0] == 1  # same major, newer minor
-    assert select_variant(exe, _device(cuda, "sm_90"))[0] == 0  # no cubin fits: PTX
-    only_cubin = _exe(("cuda-cubin-v1", "sm_90"))
-    with pytest.raises(UserError) as e:
-        select_variant(only_cubin, _device(cuda, "sm_80"))
-    msg = _one_line(e)
-    assert "sm_90" in msg and "sm_80" in msg and "--target-device=cuda" in msg
-
-
-def test_select_variant_nothing_runs() -> None:
-    with pytest.raises(UserError, match="has no variant that local-sync://0 can run.*--target-device=local"):
-        select_variant(_exe(("vulkan-spirv-bda-v1", "")), _device(("local-v1",), uri="local-sync://0"))

@@ -1,4 +1,5 @@
-"""DESIGN.md's layer rules, checked on the source: dependencies point down only."""
+"""DESIGN.md's layer rules, checked on the source: dependencies point down only.
+docs/architecture.md draws the same map; change both together."""
 
 from __future__ import annotations
 
@@ -12,7 +13,11 @@ PKG = Path(__file__).resolve().parents[1] / "halbench"
 # layer -> packages it must never import (runtime code runs where no compiler is installed;
 # reports read stored results only; the probe and the HAL know nothing above them)
 FORBIDDEN = {
+    "kernels": ("halbench.drivers", "halbench.compiler", "halbench.runtime", "halbench.bench",
+                "halbench.reports", "halbench.probe"),
     "drivers": ("halbench.compiler", "halbench.runtime", "halbench.bench", "halbench.reports"),
+    # The compiler half of a plug-in unit never imports its driver half (nor any driver).
+    "compiler/backends": ("halbench.drivers", "halbench.runtime", "halbench.bench", "halbench.reports"),
     "runtime": ("halbench.compiler", "halbench.bench", "halbench.reports"),
     "bundle": ("halbench.compiler", "halbench.runtime", "halbench.bench", "halbench.reports"),
     "probe": ("halbench.drivers", "halbench.compiler", "halbench.runtime", "halbench.bench",
@@ -43,7 +48,20 @@ def test_layer_imports_point_down(layer: str) -> None:
 
 
 def test_hal_core_imports_no_layer_above() -> None:
-    for name in ("hal.py", "errors.py", "uri.py", "dtypes.py", "files.py"):
+    for name in ("hal.py", "errors.py", "uri.py", "dtypes.py", "files.py", "arch.py"):
+        allowed = ("probe",) if name == "hal.py" else ()  # hal.py takes DeviceInfo from probe.info
         above = [n for n in _imports(PKG / name) if n.startswith("halbench.") and n.split(".")[1] in
-                 ("drivers", "compiler", "runtime", "bench", "reports", "probe") and name != "hal.py"]
+                 ("drivers", "compiler", "runtime", "bench", "reports", "probe", "kernels")
+                 and n.split(".")[1] not in allowed]
         assert not above, (name, above)
+
+
+def test_nobody_reaches_into_another_package_for_kernels() -> None:
+    """The NumPy kernels are their own layer: the local driver, the compiler and the micro
+    benchmarks import halbench.kernels, never each other's modules for them."""
+    bad = []
+    for path in sorted(PKG.rglob("*.py")):
+        for name in _imports(path):
+            if name.startswith("halbench.drivers.local") and "drivers/local" not in str(path):
+                bad.append(f"{path.relative_to(PKG.parent)} imports {name}")
+    assert not bad, "\n".join(bad)

@@ -26,8 +26,15 @@ from halbench.errors import UserError
 
 __all__ = ["PreparedModel", "compile_cached", "prepare_model"]
 
-_TARGET_OF_DRIVER = {"vulkan": "vulkan", "cuda": "cuda", "hip": "hip",
-                     "local-sync": "local", "local-task": "local"}
+
+
+def _apis_for(info: Any) -> tuple[str, tuple[str, ...]]:
+    """The compiler backend of a probed device, and the target devices of its bundle (that
+    backend plus local, whose variants compute the reference)."""
+    from halbench.compiler.backends import backend_for_driver
+
+    api = backend_for_driver(info.driver).name
+    return api, (api,) if api == "local" else (api, "local")
 
 
 @dataclass
@@ -74,7 +81,7 @@ def _compiler_fingerprint() -> str:
     """A hash of the compiler's and the local kernels' sources (cache invalidation)."""
     root = Path(__file__).resolve().parents[1]
     h = hashlib.sha256(__version__.encode())
-    for sub in ("compiler", "drivers/local", "bundle"):
+    for sub in ("compiler", "kernels", "bundle"):
         for p in sorted((root / sub).rglob("*")):
             if p.suffix in (".py", ".j2", ".glsl", ".cu") and p.is_file():
                 h.update(p.relative_to(root).as_posix().encode())
@@ -112,7 +119,9 @@ def target_name(info: Any, api: str) -> str | None:
     """The compiler target for a probed device, as a name of the target table (so that a
     bundle compiled elsewhere for ``h100`` is the one cached for an H100 here), or None for
     the safe default when the table does not know the device."""
-    if api == "local":
+    from halbench.compiler.backends import backend
+
+    if backend(api).target_option is None:
         return None
     from halbench.compiler.targets import resolve_target, target_from_device
     from halbench.errors import HalbenchError
@@ -131,9 +140,8 @@ def compile_cached(params: dict[str, Any], target_devices: tuple[str, ...], weig
     """Compile the benchmark's model for ``target_devices`` unless an identical bundle is cached."""
     from halbench.compiler.compile import CompileOptions, compile_model
 
-    names = {f"{'rocm' if api == 'hip' else api}_target": n for api, n in (targets or {}).items() if n}
     opts = CompileOptions(target_devices=target_devices, weights=weights, input_shapes=input_shapes or {},
-                          **names)
+                          targets={api: n for api, n in (targets or {}).items() if n})
     name, source_key, build = _source(params)
     key = hashlib.sha256((source_key + opts.cache_key() + _compiler_fingerprint()).encode()).hexdigest()[:24]
     out = cache_dir() / "bundles" / f"{name}-{key}.hbx"
@@ -187,8 +195,7 @@ def bundle_and_inputs(params: dict[str, Any], device: Any) -> tuple[Path, list[n
     """The (cached) bundle of a model benchmark for ``device`` and its seeded inputs."""
     from halbench.bundle import read_bundle
 
-    target = _TARGET_OF_DRIVER.get(device.info.driver, device.info.driver)
-    targets = (target,) if target == "local" else (target, "local")
+    target, targets = _apis_for(device.info)
     bundle, _ = compile_cached(params, targets, params.get("weights", "file"), params.get("input_shapes"),
                                {target: target_name(device.info, target)})
 
@@ -208,8 +215,7 @@ def prepare_model(spec: BenchmarkSpec, device: Any) -> Iterator[PreparedModel]:
     from halbench.runtime import Module
 
     p = dict(spec.params)
-    target = _TARGET_OF_DRIVER.get(device.info.driver, device.info.driver)
-    targets = (target,) if target == "local" else (target, "local")
+    target, targets = _apis_for(device.info)
     shapes = p.get("input_shapes")
     bundle, stats = compile_cached(p, targets, p.get("weights", "file"), shapes,
                                    {target: target_name(device.info, target)})

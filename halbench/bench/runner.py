@@ -23,7 +23,8 @@ import numpy as np
 
 from halbench import __version__
 from halbench.bench.environment import read_environment
-from halbench.bench.suite import BenchmarkSpec, Settings, Suite, expand_devices
+from halbench.bench.stats import Stats, noisy_warning
+from halbench.bench.suite import BenchmarkSpec, Settings, Suite
 from halbench.errors import DeviceLost, HalbenchError
 
 __all__ = ["dispatch_stats", "run_suite", "sample_loop"]
@@ -107,16 +108,19 @@ def run_suite(suite: Suite, output: str | os.PathLike, *, devices: list[str] | N
         "devices": {}, "benchmarks": [], "warnings": [],
     }
     specs = [s for s in suite.benchmarks if not only or any(_match(s.name, o) for o in only)]
-    # (spec, device URI or the pattern that named no device, why no device)
-    pairs: list[tuple[BenchmarkSpec, str, str | None]] = []
-    cache: dict[tuple[str, ...], tuple[list[str], list[tuple[str, str]]]] = {}
+    from halbench.drivers import resolve_devices
+
+    # (spec, the probed device or the pattern that named no device, why no device). Patterns
+    # are resolved once per distinct list; devices travel as DeviceInfo, not as URI strings.
+    pairs: list[tuple[BenchmarkSpec, Any, str | None]] = []
+    cache: dict[tuple[str, ...], tuple[list[Any], list[tuple[str, str]]]] = {}
     for spec in specs:
         pats = tuple(devices) if devices else spec.devices
         if pats not in cache:
-            cache[pats] = expand_devices(pats)
-        uris, missing = cache[pats]
-        for u in uris:
-            pairs.append((spec, u, None))
+            cache[pats] = resolve_devices(pats)
+        infos, missing = cache[pats]
+        for info in infos:
+            pairs.append((spec, info, None))
         for pat, reason in missing:
             pairs.append((spec, pat, reason))
     # Repetitions run round-robin over the whole suite, so a slow drift of the machine (load,
@@ -128,9 +132,10 @@ def run_suite(suite: Suite, output: str | os.PathLike, *, devices: list[str] | N
     open_devices: dict[str, Any] = {}
     entries: dict[tuple[str, str], dict[str, Any]] = {}
     try:
-        for rep, (spec, uri, missing_reason) in work:
+        for rep, (spec, where, missing_reason) in work:
+            uri = where if isinstance(where, str) else where.uri
             bar.set_description(f"{spec.name} @ {uri}" + (f" (repetition {rep + 1})" if rounds > 1 else ""))
-            entry = _run_pair(spec, uri, missing_reason, open_devices, results, prepare_micro,
+            entry = _run_pair(spec, where, missing_reason, open_devices, results, prepare_micro,
                               Unsupported, prepare_model)
             key = (spec.name, uri)
             if key not in entries:
@@ -154,19 +159,20 @@ def run_suite(suite: Suite, output: str | os.PathLike, *, devices: list[str] | N
     return results
 
 
-def _run_pair(spec: BenchmarkSpec, uri: str, missing_reason: str | None, open_devices: dict[str, Any],
+def _run_pair(spec: BenchmarkSpec, where: Any, missing_reason: str | None, open_devices: dict[str, Any],
               results: dict[str, Any], prepare_micro: Callable, unsupported: type,
               prepare_model: Callable) -> dict[str, Any]:
     """One repetition of one benchmark on one device, as a results entry (never raises for
     the benchmark's own failure)."""
-    import halbench
+    from halbench.drivers import create_device
 
     if missing_reason is not None:
-        return _entry(spec, uri, "skipped", missing_reason)
+        return _entry(spec, where, "skipped", missing_reason)
+    uri = where.uri
     dev = open_devices.get(uri)
     if dev is None or isinstance(dev, Exception) or dev.lost:
         try:
-            dev = halbench.create_device(uri)
+            dev = create_device(where)
             results["devices"][uri] = _device_entry(dev.info)
         except HalbenchError as e:
             dev = e
@@ -231,7 +237,7 @@ def _match(name: str, pattern: str) -> bool:
 
 def _entry(spec: BenchmarkSpec, uri: str, status: str, error: str | None = None) -> dict[str, Any]:
     return {"name": spec.name, "kind": spec.kind, "device": uri,
-            "driver": uri.split("://")[0], "format": None,
+            "driver": uri.partition("://")[0], "format": None,
             "status": status, "error": error, "params": _jsonable(spec.params),
             "compile": {}, "correctness": {"checked": False, "passed": None},
             "timing": {}, "samples": {"device_ms": [], "host_ms": []}, "metrics": {},
@@ -313,12 +319,8 @@ def _warnings(results: dict[str, Any]) -> list[str]:
     for b in results["benchmarks"]:
         where = f"{b['name']} @ {b['device']}"
         dm = b.get("samples", {}).get("device_ms") or []
-        if len(dm) >= 3:
-            a = np.asarray(dm)
-            q1, q3 = np.percentile(a, [25, 75])
-            med = float(np.median(a))
-            if med > 0 and (q3 - q1) / med > 0.10:
-                out.append(f"{where}: noisy (IQR {100 * (q3 - q1) / med:.0f}% of the median)")
+        if len(dm) >= 3 and noisy_warning(Stats(dm)):
+            out.append(f"{where}: {noisy_warning(Stats(dm))}")
         t = b.get("timing") or {}
         if t and t.get("total_source") == "timestamps" and not t.get("calibrated", True):
             out.append(f"{where}: device timestamps uncalibrated (durations exact, absolute times not)")

@@ -28,6 +28,7 @@ import numpy as np
 __all__ = [
     "MIN_SAMPLES_FOR_TEST",
     "NOISE_THRESHOLD",
+    "noisy_warning",
     "Comparison",
     "Stats",
     "compare_samples",
@@ -201,3 +202,8 @@ def compare_samples(base: Sequence[float] | Stats, new: Sequence[float] | Stats,
         if significant:
             why += f"; |change| {abs(change):.1%} < {min_change:.0%}"
     return Comparison(b, n, change, delta, method, p, significant, verdict, why)
+
+
+def noisy_warning(s: "Stats") -> str | None:
+    """The one wording of the "noisy" warning (runner and report), or None when not noisy."""
+    return f"noisy (IQR/median {s.rel_iqr:.0%} > {NOISE_THRESHOLD:.0%})" if s.noisy() else None

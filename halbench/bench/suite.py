@@ -21,7 +21,6 @@ a typo cannot silently change what is measured.
 
 from __future__ import annotations
 
-import fnmatch
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +30,7 @@ import yaml
 
 from halbench.errors import UserError
 
-__all__ = ["BenchmarkSpec", "Settings", "Suite", "expand_devices", "find_suite", "load_suite"]
+__all__ = ["BenchmarkSpec", "Settings", "Suite", "find_suite", "load_suite"]
 
 SUITES_DIR = Path(__file__).resolve().parents[2] / "suites"
 
@@ -148,58 +147,6 @@ def load_suite(name_or_path: str) -> Suite:
         raise UserError(f"suite {path} has no models and no micro benchmarks")
     return Suite(str(doc.get("name") or path.stem), str(doc.get("description") or ""), str(path),
                  hashlib.sha256(raw).hexdigest(), tuple(devices), settings, gate, tuple(specs))
-
-
-def expand_devices(patterns: tuple[str, ...] | list[str]) -> tuple[list[str], list[tuple[str, str]]]:
-    """Turn device patterns into URIs of available devices.
-
-    Returns ``(uris, unavailable)``: ``unavailable`` lists ``(pattern, reason)`` for patterns that
-    named a driver or device explicitly but could not be had; wildcard patterns (``*``,
-    ``cuda://*``) skip those quietly.
-    """
-    from halbench.drivers import driver_names, get_driver
-    from halbench.errors import HalbenchError
-    from halbench.uri import parse_uri
-
-    uris: list[str] = []
-    missing: list[tuple[str, str]] = []
-
-    def devices_of(driver: str) -> list[str]:
-        return [d.uri for d in get_driver(driver).query_available_devices()]
-
-    for pat in patterns:
-        try:
-            if pat == "*":
-                for name in driver_names():
-                    try:
-                        uris += devices_of(name)
-                    except HalbenchError:
-                        pass
-                continue
-            driver, sep, path = pat.partition("://")
-            if path == "*" or (sep and any(c in path for c in "*?[")):
-                # A wildcard asks for whatever this machine has: a missing driver is no error.
-                try:
-                    uris += [u for u in devices_of(driver) if fnmatch.fnmatch(u, pat)]
-                except HalbenchError:
-                    pass
-                continue
-            u = parse_uri(pat)
-            if u.ordinal is None and u.uuid is None:
-                found = devices_of(u.driver)
-                if not found:
-                    raise UserError(f"driver '{u.driver}' has no devices")
-                uris.append(found[0])
-            else:
-                info = get_driver(u.driver).select(str(u).partition("://")[2])
-                uris.append(info.uri)
-        except HalbenchError as e:
-            missing.append((pat, str(e)))
-    seen: list[str] = []
-    for u in uris:
-        if u not in seen:
-            seen.append(u)
-    return seen, missing
 
 
 def _check_keys(d: dict[str, Any], allowed: set[str], where: str) -> None:

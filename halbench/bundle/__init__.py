@@ -35,13 +35,12 @@ from halbench.bundle.manifest import (
     Variant,
     WeightDecl,
 )
-from halbench.bundle.variants import FORMAT_PREFERENCE, select_variant, variant_runs_on
+from halbench.bundle.variants import select_variant
 from halbench.bundle.weights import f32_to_bf16, random_weight, weight_array
 
 __all__ = [
     "BINDING_ALIGNMENT",
     "FORMAT_NAME",
-    "FORMAT_PREFERENCE",
     "FORMAT_VERSION",
     "BarrierStep",
     "BufferDecl",
@@ -63,7 +62,6 @@ __all__ = [
     "read_bundle",
     "select_variant",
     "sha256",
-    "variant_runs_on",
     "weight_array",
     "write_bundle",
 ]

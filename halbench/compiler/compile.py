@@ -39,17 +39,26 @@ __all__ = ["CompileOptions", "CompiledModule", "compile_model", "compile_graph",
 
 #: How ``weights="random"`` initialises float weights (bundle-format.md: seeded normal).
 RANDOM_INIT = {"distribution": "normal", "scale": 0.02}
-_DEVICES = ("local", "vulkan", "cuda", "hip")
-_ABIS = ("all", "bda", "descriptors")
+
+
+def _pairs(value: Any) -> tuple[tuple[str, Any], ...]:
+    items = value.items() if isinstance(value, Mapping) else value
+    return tuple(sorted((str(k), v) for k, v in items))
 
 
 @dataclass(frozen=True)
 class CompileOptions:
     """What to compile for. Frozen and hashable; :meth:`cache_key` is stable across runs.
 
-    ``input_shapes`` may be given as a dict; it is kept as a sorted tuple of pairs.
-    ``weights``: ``file`` (stored in the bundle) or ``random`` (float weights declared as
-    seeded random, ``seed`` + their index; small and integer constants stay stored).
+    ``target_devices``: compiler backends by name (``halbench.compiler.backends``), in the order
+    their variants go into the bundle. ``targets``: API -> target name (any naming scheme of
+    ``list-targets``), ``auto`` (the first probed device of that API) or a ``dump-devices
+    --format json`` file; an API left out gets its backend's default target.
+    ``backend_options``: the backends' own options by name (``vulkan-dispatch-abi``).
+    ``input_shapes``, ``targets`` and ``backend_options`` may be given as dicts; they are kept as
+    sorted tuples of pairs. ``weights``: ``file`` (stored in the bundle) or ``random`` (float
+    weights declared as seeded random, ``seed`` + their index; small and integer constants
+    stay stored).
     """
 
     target_devices: tuple[str, ...] = ("local",)
@@ -57,41 +66,54 @@ class CompileOptions:
     input_shapes: Any = ()
     seed: int = 1234
     dump_after: str | None = None
-    #: Target names per API (any naming scheme of ``list-targets``), ``auto`` (the first probed
-    #: device of that API), or a ``dump-devices --format json`` file; None: a safe default.
-    vulkan_target: str | None = None
-    cuda_target: str | None = None
-    rocm_target: str | None = None
-    #: ``all`` emits the BDA variant first and the descriptor variant second.
-    vulkan_dispatch_abi: str = "all"
+    targets: Any = ()
+    backend_options: Any = ()
 
     def __post_init__(self) -> None:
-        shapes = self.input_shapes
-        if isinstance(shapes, Mapping):
-            shapes = shapes.items()
-        object.__setattr__(self, "input_shapes", tuple(sorted((str(k), tuple(int(s) for s in v)) for k, v in shapes)))
+        from halbench.compiler.backends import backend, backends, option_values
+
+        object.__setattr__(self, "input_shapes",
+                           tuple((k, tuple(int(s) for s in v)) for k, v in _pairs(self.input_shapes)))
         object.__setattr__(self, "target_devices", tuple(self.target_devices))
+        object.__setattr__(self, "targets", tuple((k, v) for k, v in _pairs(self.targets) if v is not None))
+        object.__setattr__(self, "backend_options", _pairs(self.backend_options))
         if self.weights not in ("file", "random"):
             raise UserError(f"weights must be 'file' or 'random', got '{self.weights}'")
-        unknown = [d for d in self.target_devices if d not in _DEVICES]
-        if unknown:
-            raise UserError(f"unknown target device(s) {unknown}; this compiler emits: {', '.join(_DEVICES)}")
         if not self.target_devices:
-            raise UserError("give at least one --target-device (local, vulkan, cuda, hip)")
-        if self.vulkan_dispatch_abi not in _ABIS:
-            raise UserError(f"--vulkan-dispatch-abi must be one of {', '.join(_ABIS)}, "
-                            f"not '{self.vulkan_dispatch_abi}'")
+            raise UserError(f"give at least one --target-device ({', '.join(backends())})")
+        for api in self.target_devices:
+            backend(api)  # an unknown name is a UserError listing the known ones
+        for api, _ in self.targets:
+            if backend(api).target_option is None:
+                raise UserError(f"the {api} backend takes no target")
+        known = {o.name: b.name for b in backends().values() for o in b.options}
+        given = dict(self.backend_options)
+        for name in given:
+            if name not in known:
+                raise UserError(f"unknown backend option --{name}; known: "
+                                f"{', '.join('--' + n for n in known) or 'none'}")
+            option_values(known[name], given)  # checks the choice
+
+    def target_name(self, api: str) -> str | None:
+        return dict(self.targets).get(api)
+
+    def options_for(self, api: str) -> dict[str, str]:
+        """The backend's options, defaults filled in."""
+        from halbench.compiler.backends import option_values
+
+        return option_values(api, dict(self.backend_options))
 
     def to_dict(self) -> dict[str, Any]:
         return {"target_devices": list(self.target_devices), "weights": self.weights,
                 "input_shapes": {k: list(v) for k, v in self.input_shapes}, "seed": self.seed,
-                "vulkan_target": self.vulkan_target, "cuda_target": self.cuda_target,
-                "rocm_target": self.rocm_target, "vulkan_dispatch_abi": self.vulkan_dispatch_abi}
+                "targets": dict(self.targets), "backend_options": dict(self.backend_options)}
 
     def resolved_targets(self) -> dict[str, Any]:
-        """API -> ``targets.Target`` for every GPU target device (names, ``auto`` and files)."""
-        return {api: _resolve_target(api, getattr(self, _TARGET_OPTION[api]))
-                for api in self.target_devices if api != "local"}
+        """API -> ``targets.Target`` for every target device that takes a target."""
+        from halbench.compiler.backends import backend
+
+        return {api: _resolve_target(api, self.target_name(api))
+                for api in self.target_devices if backend(api).target_option}
 
     def cache_key(self) -> str:
         """A content hash of the options that change the output (not ``dump_after``)."""
@@ -132,7 +154,6 @@ def compile_model(path: str | Path, options: CompileOptions | None = None) -> Co
 def compile_graph(graph: Graph, options: CompileOptions, source: Mapping[str, Any] | None = None,
                   timings: dict[str, float] | None = None) -> CompiledModule:
     """Passes, codegen and schedule for a parsed graph."""
-    from halbench.compiler.codegen.local import local_executable
     from halbench.compiler.pipeline import run_pipeline
 
     timings = timings if timings is not None else {}
@@ -141,19 +162,17 @@ def compile_graph(graph: Graph, options: CompileOptions, source: Mapping[str, An
     g = run_pipeline(graph, options.dump_after, timings=pass_times)
     timings["passes"] = time.perf_counter() - t0
     t1 = time.perf_counter()
+    from halbench.compiler.backends import backend
+
     members: dict[str, bytes] = {}
     executables = []
     targets = options.resolved_targets()
+    generators = [(backend(api).generate, targets.get(api), options.options_for(api))
+                  for api in options.target_devices]
     for i, d in enumerate(g.ops):
         variants = []
-        for api in options.target_devices:  # variants in the order the target devices were given
-            if api == "local":
-                binary = local_executable(d, g)
-                member = f"executables/{i}.{len(variants)}.json"
-                members[member] = binary.data
-                variants.append(Variant("local-v1", binary.target, member, binary.entries[0], (1, 1, 1)))
-                continue
-            for v in _generate(api, d, g, targets[api], options):
+        for generate, target, opts in generators:  # variants in the order the target devices were given
+            for v in generate(d, g, target, opts):
                 member = f"executables/{i}.{len(variants)}.{v.ext}"
                 members[member] = v.payload
                 variants.append(Variant(v.format, v.target, member, v.entry, v.workgroups, v.constants))
@@ -260,25 +279,23 @@ def _schedule(g: Graph, options: CompileOptions, executables: list[ExecutableDec
                                   for dev in options.target_devices))
 
 
-_TARGET_OPTION = {"vulkan": "vulkan_target", "cuda": "cuda_target", "hip": "rocm_target"}
-
-
 def _target_name(api: str, options: CompileOptions) -> str:
-    return "host" if api == "local" else options.resolved_targets()[api].name
+    return options.resolved_targets().get(api).name if api in options.resolved_targets() else "host"
 
 
 def _resolve_target(api: str, name: str | None) -> Any:
     """A target from a name, ``auto`` (probe this machine), or a dump-devices JSON file."""
     from halbench.compiler import targets as T
+    from halbench.compiler.backends import backend
 
     if name is None:
         return T.default_target(api)
     if name in ("auto", "host"):
         from halbench.drivers import get_driver
 
-        devices = get_driver(api).query_available_devices()
+        devices = [d for drv in backend(api).drivers for d in get_driver(drv).query_available_devices()]
         if not devices:
-            raise UserError(f"--{_TARGET_OPTION[api].replace('_', '-')}=auto: no {api} device here; "
+            raise UserError(f"--{backend(api).target_option}=auto: no {api} device here; "
                             f"name a target (halbench list-targets --api {api})")
         return T.target_from_device(devices[0], api)
     if name.endswith(".json"):
@@ -288,17 +305,3 @@ def _resolve_target(api: str, name: str | None) -> Any:
             raise UserError(f"cannot read the device dump {name}: {e}") from None
         return T.target_from_device(doc, api)
     return T.resolve_target(api, name)
-
-
-def _generate(api: str, d: Any, g: Graph, target: Any, options: CompileOptions) -> list[Any]:
-    if api == "vulkan":
-        from halbench.compiler.codegen.glsl import generate_vulkan
-
-        return generate_vulkan(d, g, target, options.vulkan_dispatch_abi)
-    if api == "cuda":
-        from halbench.compiler.codegen.cuda import generate_cuda
-
-        return generate_cuda(d, g, target)
-    from halbench.compiler.codegen.hip import generate_hip
-
-    return generate_hip(d, g, target)

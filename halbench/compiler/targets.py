@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
@@ -31,7 +32,9 @@ from halbench.probe.hip import mma_shapes as _hip_mma
 from halbench.probe.info import DeviceInfo, Features, Identity, Limits, MatrixShape
 
 __all__ = [
-    "APIS",
+    "apis",
+    "GENERIC_VULKAN",
+    "by_arch",
     "published_peaks",
     "Target",
     "TARGETS",
@@ -43,7 +46,13 @@ __all__ = [
     "format_table",
 ]
 
-APIS = ("vulkan", "cuda", "hip")
+
+
+def apis() -> tuple[str, ...]:
+    """The APIs that take a target: every compiler backend with a target option."""
+    from halbench.compiler.backends import backends
+
+    return tuple(b.name for b in backends().values() if b.target_option)
 
 
 @dataclass(frozen=True)
@@ -312,7 +321,7 @@ _PRODUCTS: list[Target] = [
       for arch in _ARCHS if arch.vendor == "arm" for p in arch.products),
 ]
 
-_GENERIC_VULKAN = Target(
+GENERIC_VULKAN = Target(
     name="vulkan-generic", kind="generic", vendor="generic", apis=("vulkan",), arch="generic",
     description="Any Vulkan 1.1 device: SPIR-V 1.3 and the limits every conformant driver "
                 "guarantees; no subgroup size, f16, int8 or cooperative matrix assumed",
@@ -320,7 +329,8 @@ _GENERIC_VULKAN = Target(
     shared_memory_bytes=16 * KIB, fp16=False, spirv_version="1.3", aliases=("generic",))
 
 #: Every target, in table order: architectures, products, the generic default.
-TARGETS: tuple[Target, ...] = (*_ARCHS, *_PRODUCTS, _GENERIC_VULKAN)
+#: The hardware table. Compiler backends may add entries of their own (``extra_targets``).
+TARGETS: tuple[Target, ...] = (*_ARCHS, *_PRODUCTS, GENERIC_VULKAN)
 
 #: Code names -> the architecture they stand for, as IREE maps them: the first (lowest) arch of
 #: the family, whose code runs on the rest, except where the family's flagship defines it.
@@ -337,9 +347,22 @@ def _key(name: str) -> str:
     return re.sub(r"[^a-z0-9]", "", name.lower())
 
 
+def by_arch(arch: str) -> Target:
+    """The arch entry of the hardware table (``sm_60``, ``gfx942``)."""
+    return _BY_ARCH[arch]
+
+
+def _all_targets() -> tuple[Target, ...]:
+    from halbench.compiler.backends import backends
+
+    extra = tuple(t for b in backends().values() for t in b.extra_targets())
+    return TARGETS + extra
+
+
+@functools.cache
 def _index() -> dict[str, Target]:
     index: dict[str, Target] = {}
-    for t in TARGETS:
+    for t in _all_targets():
         for n in (t.name, *t.aliases):
             assert index.get(_key(n), t) is t, f"two targets are called {n}"
             index[_key(n)] = t
@@ -348,7 +371,6 @@ def _index() -> dict[str, Target]:
     return index
 
 
-_INDEX = _index()
 # Adreno products are opaque about their generation; every "adreno-NNN[l]" is the family entry.
 _ADRENO = re.compile(r"^adreno[-_ ]?\d{3}l?$")
 
@@ -356,7 +378,7 @@ _ADRENO = re.compile(r"^adreno[-_ ]?\d{3}l?$")
 def list_targets(api: str | None = None) -> list[Target]:
     """Every known target, or those usable through ``api``."""
     _check_api(api)
-    return [t for t in TARGETS if api is None or t.supports(api)]
+    return [t for t in _all_targets() if api is None or t.supports(api)]
 
 
 def resolve_target(api: str | None, name: str) -> Target:
@@ -369,7 +391,7 @@ def resolve_target(api: str | None, name: str) -> Target:
     text = name.strip().lower()
     if text in ("host", "auto"):
         raise UserError(f"target {name!r} needs a probed device: resolve it with target_from_device()")
-    target = _INDEX.get(_key(text)) or (_BY_ARCH["adreno"] if _ADRENO.match(text) else None)
+    target = _index().get(_key(text)) or (_BY_ARCH["adreno"] if _ADRENO.match(text) else None)
     if target is None:
         known = sorted({n for t in list_targets(api) for n in (t.name, *t.aliases)} |
                        {c for c, a in CODE_NAMES.items() if api is None or _BY_ARCH[a].supports(api)})
@@ -384,15 +406,15 @@ def resolve_target(api: str | None, name: str) -> Target:
 
 
 def default_target(api: str) -> Target:
-    """The safe target when none is given: code that runs on every device of ``api``."""
+    """The safe target when none is given: code that runs on every device of ``api`` (the
+    backend's own choice)."""
+    from halbench.compiler.backends import backend
+
     _check_api(api)
-    if api == "vulkan":
-        return _GENERIC_VULKAN
-    if api == "cuda":
-        # sm_60 PTX is JIT-compiled by the driver for any later GPU.
-        return _BY_ARCH["sm_60"]
-    raise UserError("HIP code objects are built for one gfx arch and there is no portable one: "
-                    "pass --rocm-target (an arch such as gfx942, a code name or a product) or auto")
+    b = backend(api)
+    if b.default_target is None:
+        raise UserError(f"{api} has no default target: pass --{b.target_option}")
+    return b.default_target()
 
 
 # -- probed devices ----------------------------------------------------------------------------
@@ -423,13 +445,13 @@ def target_from_device(device: DeviceInfo | Mapping[str, Any], api: str | None =
     for pattern, product in _NAME_PATTERNS:
         m = re.search(pattern, ident.name, re.IGNORECASE)
         if m:
-            target = _INDEX.get(_key(product.format(*m.groups())))
+            target = _index().get(_key(product.format(*m.groups())))
             break
     if target is None and getattr(ident, "driver_id", "") == "MESA_LLVMPIPE":
         target = _BY_ARCH["llvmpipe"]
-    if target is None and ident.arch and _key(ident.arch) in _INDEX:
-        target = _INDEX[_key(ident.arch)]
-    if target is not None and api in APIS and not target.supports(api):
+    if target is None and ident.arch and _key(ident.arch) in _index():
+        target = _index()[_key(ident.arch)]
+    if target is not None and api in apis() and not target.supports(api):
         target = None
     if target is None:
         return _probed(info, api)
@@ -453,8 +475,13 @@ def published_peaks(device: DeviceInfo | Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _api_of(info: DeviceInfo) -> str:
-    api = (info.identity.api or info.driver).lower()
-    return {"vulkan": "vulkan", "cuda": "cuda", "hip": "hip", "rocm": "hip"}.get(api, api)
+    """The compiler backend of the driver that probed ``info``."""
+    from halbench.compiler.backends import backend_for_driver
+
+    try:
+        return backend_for_driver(info.driver).name
+    except UserError:
+        return (info.identity.api or info.driver).lower()
 
 
 def _with_vulkan_limits(target: Target, info: DeviceInfo) -> Target:
@@ -477,7 +504,7 @@ def _with_vulkan_limits(target: Target, info: DeviceInfo) -> Target:
 
 
 def _probed(info: DeviceInfo, api: str) -> Target:
-    if api not in APIS:
+    if api not in apis():
         raise UserError(f"device {info.name!r} ({info.driver}) is not a GPU that halbench compiles for")
     ident, flags = info.identity, info.features.flags
     base = Target(
@@ -518,8 +545,8 @@ def _device_from_dict(data: Mapping[str, Any], api: str | None) -> DeviceInfo:
 
 
 def _check_api(api: str | None) -> None:
-    if api is not None and api not in APIS:
-        raise UserError(f"unknown API {api!r}; known: {', '.join(APIS)}")
+    if api is not None and api not in apis():
+        raise UserError(f"unknown API {api!r}; known: {', '.join(apis())}")
 
 
 def format_table(targets: Iterable[Target], api: str | None = None) -> str:

@@ -6,6 +6,7 @@ registry (and ``import halbench``) never loads a GPU API.
 
 from __future__ import annotations
 
+import fnmatch
 import importlib
 from dataclasses import dataclass
 from importlib.metadata import entry_points
@@ -15,8 +16,11 @@ from halbench.errors import DriverUnavailable, HalbenchError, UserError
 
 if TYPE_CHECKING:
     from halbench.hal import Device, Driver
+    from halbench.probe.info import DeviceInfo
+    from halbench.uri import DeviceURI
 
-__all__ = ["DriverStatus", "driver_names", "get_driver", "query_available_drivers", "create_device"]
+__all__ = ["DriverStatus", "driver_names", "get_driver", "query_available_drivers", "create_device",
+           "known_formats", "select_device", "resolve_devices"]
 
 # name -> ("module:Class", one-line description)
 _BUILTIN: dict[str, tuple[str, str]] = {
@@ -55,6 +59,24 @@ def _registry() -> dict[str, tuple[str, str]]:
     return reg
 
 
+def _check_driver_class(name: str, cls: type) -> None:
+    """A plug-in must implement the whole driver interface (as wgpu-py checks its backends)."""
+    from halbench.hal import FORMAT_NAME, Driver
+
+    if not (isinstance(cls, type) and issubclass(cls, Driver)):
+        raise DriverUnavailable(name, f"{cls!r} is not a halbench.hal.Driver subclass")
+    missing = sorted(getattr(cls, "__abstractmethods__", ()))
+    if cls.query_available_devices is Driver.query_available_devices and not cls.probe_module:
+        missing.append("query_available_devices (or probe_module)")
+    if cls._open is Driver._open and not cls.device_module:
+        missing.append("_open (or device_module)")
+    if missing:
+        raise DriverUnavailable(name, f"{cls.__name__} does not implement {', '.join(missing)}")
+    bad = [f for f in cls.formats if not FORMAT_NAME.fullmatch(f)]
+    if not cls.formats or bad:
+        raise DriverUnavailable(name, f"{cls.__name__} declares no valid executable formats {bad or ''}")
+
+
 def driver_names() -> list[str]:
     return list(_registry())
 
@@ -69,9 +91,12 @@ def get_driver(name: str) -> "Driver":
         module_name, _, cls_name = target.partition(":")
         try:
             cls = getattr(importlib.import_module(module_name), cls_name)
-        except ImportError as e:
-            raise DriverUnavailable(name, f"cannot import {module_name}: {e}") from e
-        _instances[name] = cls()
+        except (ImportError, AttributeError) as e:
+            raise DriverUnavailable(name, f"cannot import {target}: {e}") from e
+        _check_driver_class(name, cls)
+        drv = cls()
+        drv.name = name
+        _instances[name] = drv
     return _instances[name]
 
 
@@ -95,11 +120,71 @@ def query_available_drivers() -> list[DriverStatus]:
     return out
 
 
-def create_device(uri: str) -> "Device":
-    """Create a logical device from a URI (``vulkan://``, ``cuda://0``, ``vulkan://GPU-...``)."""
-    from halbench.uri import parse_uri
+def known_formats() -> dict[str, str]:
+    """Executable format -> the driver that loads it, for every driver that can be imported."""
+    out: dict[str, str] = {}
+    for name in _registry():
+        try:
+            drv = get_driver(name)
+        except HalbenchError:
+            continue
+        for f in drv.formats:
+            out.setdefault(f, name)
+    return out
 
-    u = parse_uri(uri)
-    drv = get_driver(u.driver)
-    path = str(u).partition("://")[2]
-    return drv.create_device(path)
+
+def _parse(uri: "str | DeviceURI") -> "DeviceURI":
+    from halbench.uri import DeviceURI, parse_uri
+
+    return uri if isinstance(uri, DeviceURI) else parse_uri(uri)
+
+
+def select_device(uri: "str | DeviceURI") -> "DeviceInfo":
+    """The probed device a URI names (``vulkan://`` picks the driver's default)."""
+    u = _parse(uri)
+    return get_driver(u.driver).select(u)
+
+
+def create_device(uri: "str | DeviceURI | DeviceInfo") -> "Device":
+    """Open a logical device from a URI (``vulkan://``, ``cuda://0``, ``vulkan://GPU-...``) or a
+    probed DeviceInfo. The URI is parsed here, once; the driver gets the parsed form."""
+    from halbench.probe.info import DeviceInfo
+
+    if isinstance(uri, DeviceInfo):
+        return get_driver(uri.driver).create_device(uri)
+    u = _parse(uri)
+    return get_driver(u.driver).create_device(u)
+
+
+def resolve_devices(patterns: "tuple[str, ...] | list[str]") -> tuple[list["DeviceInfo"], list[tuple[str, str]]]:
+    """Device patterns -> the probed devices they name, each once, in order.
+
+    Patterns: ``*`` (every device of every driver), ``DRIVER://*`` or other shell patterns over
+    URIs (whatever this machine has: a missing driver is no error), ``DRIVER`` / ``DRIVER://``
+    (its default device), ``DRIVER://ORDINAL`` and ``DRIVER://GPU-UUID``. Returns
+    ``(devices, unavailable)``: ``unavailable`` lists ``(pattern, reason)`` for patterns that named
+    a driver or device explicitly but could not be had.
+    """
+    found: list["DeviceInfo"] = []
+    missing: list[tuple[str, str]] = []
+
+    def devices_of(driver: str) -> list["DeviceInfo"]:
+        return list(get_driver(driver).query_available_devices())
+
+    for pat in patterns:
+        try:
+            driver, sep, path = pat.partition("://")
+            if pat == "*" or (sep and any(c in path for c in "*?[")):
+                for name in (driver_names() if pat == "*" else [driver]):
+                    try:
+                        found += [d for d in devices_of(name) if pat == "*" or fnmatch.fnmatch(d.uri, pat)]
+                    except HalbenchError:
+                        pass  # a wildcard asks for whatever this machine has
+                continue
+            found.append(select_device(pat))
+        except HalbenchError as e:
+            missing.append((pat, str(e)))
+    unique: dict[str, "DeviceInfo"] = {}
+    for d in found:
+        unique.setdefault(d.uri, d)
+    return list(unique.values()), missing

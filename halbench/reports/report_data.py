@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from halbench.bench.stats import NOISE_THRESHOLD, Stats
+from halbench.bench.stats import Stats, noisy_warning
 from halbench.reports.compare import timing_samples
 
 __all__ = ["TOP_DISPATCHES", "TOP_MODELS", "build_context", "measured_peaks", "published_peaks"]
@@ -187,15 +187,19 @@ def _env_row(col: dict[str, Any], doc: dict[str, Any]) -> dict[str, Any]:
 
 
 def _warnings(label: str, doc: dict[str, Any]) -> list[str]:
-    out = [f"{label}: {w}" for w in doc.get("warnings") or []]
+    """The run's own warning list (the runner writes it, with the same rules); files written
+    without one get it derived here."""
+    if doc.get("warnings") is not None and doc.get("run", {}).get("finished_at"):
+        return list(dict.fromkeys(f"{label}: {w}" for w in doc["warnings"]))
+    out = []
     for b in doc["benchmarks"]:
         where = f"{label}: {b['name']} on {b['device']}"
         if b["status"] in ("wrong", "error"):
             out.append(f"{where}: {b['status']}: {b.get('error') or ''}")
         if b["status"] == "ok":
             s = Stats(timing_samples(b)[1])
-            if s.noisy():
-                out.append(f"{where}: noisy (IQR/median {s.rel_iqr:.0%} > {NOISE_THRESHOLD:.0%})")
+            if noisy_warning(s):
+                out.append(f"{where}: {noisy_warning(s)}")
             if (b.get("timing") or {}).get("calibrated") is False:
                 out.append(f"{where}: timestamps uncalibrated")
         after = (b.get("environment") or {}).get("after") or {}

@@ -194,10 +194,8 @@ class Module:
 
 
 def _register_local_kernels() -> None:
-    """Register the NumPy kernels that compiled local-v1 executables name (the local drivers'
-    ``ops`` package registers them on import; bundles only name them)."""
-    try:
-        import halbench.drivers.local.ops  # noqa: F401
-    except ModuleNotFoundError as e:
-        if e.name != "halbench.drivers.local.ops":
-            raise
+    """Register the NumPy kernels that compiled local-v1 executables name (bundles only name
+    them; ``halbench.kernels`` registers them on import)."""
+    from halbench.kernels import load_builtin
+
+    load_builtin()

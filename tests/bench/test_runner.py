@@ -11,7 +11,7 @@ import pytest
 from halbench.bench.results import read_results, validate
 from halbench.bench.runner import run_suite
 from halbench.bench.suite import load_suite
-from halbench.drivers.local.kernels import register_kernel
+from halbench.kernels.format import register_kernel
 
 FAST = "settings: {warmup: 1, min_time_s: 0.0, min_samples: 3, max_samples: 3}\n"
 
@@ -71,14 +71,14 @@ def _wrong_copy(bindings, constants, attrs, workgroups, wg_range) -> None:
 
 
 def test_a_wrong_kernel_is_caught_and_not_timed(tmp_path: Path, monkeypatch) -> None:
-    import halbench.bench.micro.kernels_local  # noqa: F401  (registers micro.copy)
+    import halbench.kernels.micro  # noqa: F401  (registers micro.copy)
 
     register_kernel("micro.copy", _wrong_copy, parallel=False, replace=True)
     try:
         s = load_suite(_suite(tmp_path, "micro: [{name: copy, kind: bandwidth-copy, params: {bytes: 65536}}]\n"))
         doc = run_suite(s, tmp_path / "r.json", progress=False)
     finally:
-        from halbench.bench.micro import kernels_local
+        from halbench.kernels import micro as kernels_local
 
         register_kernel("micro.copy", kernels_local._copy, parallel=False, replace=True)
     assert {b["status"] for b in doc["benchmarks"]} == {"wrong"}
@@ -88,10 +88,10 @@ def test_a_wrong_kernel_is_caught_and_not_timed(tmp_path: Path, monkeypatch) -> 
 
 def test_smoke_suite_on_lavapipe_micro(tmp_path: Path) -> None:
     """The smoke suite's microbenchmarks on the real Vulkan driver (lavapipe in CI)."""
-    from halbench.bench.suite import expand_devices
+    from halbench.drivers import resolve_devices
 
-    uris, _ = expand_devices(["vulkan://*"])
-    if not uris:
+    infos, _ = resolve_devices(["vulkan://*"])
+    if not infos:
         pytest.skip("no Vulkan device")
     s = load_suite("smoke")
     doc = run_suite(s, tmp_path / "r.json", devices=["vulkan://*"], only=["peak/*"], progress=False)

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from halbench.bench.suite import SUITES_DIR, expand_devices, load_suite
+from halbench.bench.suite import SUITES_DIR, load_suite
+from halbench.drivers import resolve_devices
 from halbench.errors import UserError
 
 
@@ -60,15 +61,22 @@ def test_per_benchmark_settings_override_the_suite(tmp_path: Path) -> None:
     assert [b.settings.min_samples for b in s.benchmarks] == [7, 3]
 
 
+def _uris(patterns: list[str]) -> tuple[list[str], list[tuple[str, str]]]:
+    infos, missing = resolve_devices(patterns)
+    return [i.uri for i in infos], missing
+
+
 def test_device_patterns_expand_to_available_devices() -> None:
-    uris, missing = expand_devices(["local-sync://", "local-task://*", "hip://0"])
-    assert uris == ["local-sync://0", "local-task://0"]
+    uris, missing = _uris(["local-sync://", "local-task://*", "hip://0", "local-sync://0"])
+    assert uris == ["local-sync://0", "local-task://0"]  # each device once
     assert missing and missing[0][0] == "hip://0"
-    quiet, missing_quietly = expand_devices(["hip://*", "cuda://*"])
+    quiet, missing_quietly = _uris(["hip://*", "cuda://*"])
     assert missing_quietly == [] and all(u.startswith("cuda") for u in quiet)
-    star, _ = expand_devices(["*"])
+    star, _ = _uris(["*"])
     assert "local-sync://0" in star and "local-task://0" in star
     assert all("hip" not in u for u in star)  # no AMD GPU here: skipped quietly under '*'
+    _, bad = _uris(["vulkan://²", "nosuch://"])
+    assert [p for p, _ in bad] == ["vulkan://²", "nosuch://"] and all("\n" not in r for _, r in bad)
 
 
 def test_suites_dir_is_the_repository_folder() -> None:

@@ -340,10 +340,10 @@ def random_inputs(g: Graph, d: Op, seed: int = 0) -> list[np.ndarray]:
 
 def reference(g: Graph, d: Op, inputs: list[np.ndarray]) -> list[np.ndarray]:
     """The local oracle's outputs for dispatch ``d``."""
-    import halbench.drivers.local.ops  # noqa: F401  (registers the hb.* kernels)
+    import halbench.kernels.ops  # noqa: F401  (registers the hb.* kernels)
     from halbench.compiler.codegen.local import dispatch_attrs
-    from halbench.drivers.local.ops.common import KERNELS
-    from halbench.drivers.local.ops.generic import eval_generic
+    from halbench.kernels.ops.common import KERNELS
+    from halbench.kernels.ops.generic import eval_generic
 
     attrs = dispatch_attrs(d, g)
     root = d.attrs["root"]

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-import halbench.drivers.local.ops  # noqa: F401  (registers the hb.* kernels)
+import halbench.kernels.ops  # noqa: F401  (registers the hb.* kernels)
 from halbench.compiler import CompileOptions, compile_model
 
 

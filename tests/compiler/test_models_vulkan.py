@@ -85,7 +85,7 @@ def test_op_on_vulkan_matches_oracle(name: str, abi: str, vulkan: str, tmp_path:
     model, feeds = CASES[name](np.random.default_rng(zlib.crc32(name.encode())))
     path = tmp_path / f"{name}.onnx"
     onnx.save(model, path)
-    bundle = compile_for_vulkan(path, tmp_path, vulkan_dispatch_abi=abi)
+    bundle = compile_for_vulkan(path, tmp_path, backend_options={"vulkan-dispatch-abi": abi})
     out = run_local(bundle, feeds, vulkan)
     assert_close(out, run_local(bundle, feeds, "local-sync://"), f"{name}/{abi} against local-sync://")
     assert_close(out, onnx_reference(path, feeds), f"{name}/{abi} against onnxruntime")

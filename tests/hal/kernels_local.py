@@ -11,7 +11,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from halbench.drivers.local.kernels import local_binary, register_kernel
+from halbench.kernels.format import local_binary, register_kernel
 from halbench.errors import UserError
 from halbench.hal import EntryPoint, ExecutableBinary
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import halbench
-from halbench.drivers.local.kernels import (
+from halbench.kernels.format import (
     get_kernel,
     local_binary,
     register_kernel,

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from halbench.errors import UserError
-from halbench.hal import Device, EntryPoint, ExecutableBinary, Profile
+from halbench.hal import Device, Profile
 
 __all__ = ["KINDS", "MicroBenchmark", "Sample", "Unsupported", "prepare_micro"]
 
@@ -114,45 +114,26 @@ def prepare_micro(kind: str, device: Device, params: dict[str, Any] | None = Non
 
 # -- kernels --------------------------------------------------------------------------------
 
-def _binary(device: Device, kernel: str, nbind: int, nconst: int, wg: int,
-            defines: dict[str, int] | None = None) -> ExecutableBinary:
-    """The micro kernel in the first format ``device`` loads."""
-    entry = EntryPoint("micro", nbind, nconst, (wg, 1, 1))
-    for fmt in device.formats:
-        if fmt.startswith("vulkan-spirv"):
-            from halbench.bench.micro.kernels_glsl import glsl_source
-            from halbench.compiler.backends.glslang import compile_glsl
+def _build(device: Device, kernel: str) -> Any:
+    """The micro kernel for ``device``, from the compiler backend of its driver, in the first
+    format the device loads that the backend emits (a MicroKernel)."""
+    from halbench.compiler.backends import Unsupported as BackendUnsupported
+    from halbench.compiler.backends import backend_for_driver
 
-            abi = "bda" if fmt == "vulkan-spirv-bda-v1" else "descriptors"
-            d = dict(defines or {})
-            spirv = compile_glsl(glsl_source(kernel, abi, d), d, name=f"micro_{kernel}_{abi}")
-            return ExecutableBinary(fmt, spirv, (EntryPoint("main", nbind, nconst, (wg, 1, 1)),), "spirv1.6")
-        if fmt in ("cuda-cubin-v1", "hip-hsaco-v1"):
-            from halbench.bench.micro.kernels_cuda import cuda_source
-            from halbench.compiler.backends.nvrtc import compile_cuda
-
-            arch = device.info.identity.arch or "sm_80"
-            data = compile_cuda(cuda_source(kernel), arch=arch, output="cubin", name=f"micro_{kernel}")
-            return ExecutableBinary(fmt, data, (entry,), arch)
-        if fmt == "local-v1":
-            from halbench.bench.micro import kernels_local
-            from halbench.drivers.local.kernels import local_binary
-
-            if kernel not in kernels_local.SUPPORTED:
-                raise Unsupported(f"{kernel} has no local implementation")
-            return local_binary({"micro": (f"micro.{kernel}", {}, entry)})
-    raise Unsupported(f"{device.uri} loads none of the micro kernel formats ({', '.join(device.formats)})")
-
-
-def _features(device: Device) -> dict[str, bool]:
-    return dict(device.info.features.flags)
+    b = backend_for_driver(device.info.driver)
+    fmt = next((f for f in device.formats if f in b.formats), None)
+    if b.micro_binary is None or fmt is None:
+        raise Unsupported(f"{device.uri}: the {b.name} backend builds no micro kernels")
+    try:
+        return b.micro_binary(kernel, fmt, device.info)
+    except BackendUnsupported as e:
+        raise Unsupported(str(e)) from None
 
 
 def _prepare_kernel(mb: MicroBenchmark) -> None:
     dev, kind, p = mb.device, mb.kind, mb.params
-    kernel = _KERNEL[kind]
-    local = dev.supports("local-v1") and not any(f != "local-v1" for f in dev.formats)
-    cuda = any(f.startswith(("cuda", "hip")) for f in dev.formats)
+    mk = _build(dev, _KERNEL[kind])  # Unsupported before anything is allocated
+    wg = mk.workgroup_size
     consts: list[int] = []
     check = None
     if kind in ("bandwidth-copy", "bandwidth-triad"):
@@ -176,38 +157,18 @@ def _prepare_kernel(mb: MicroBenchmark) -> None:
             consts = [n, int(np.array([s], np.float32).view(np.uint32)[0])]
             mb.metrics = {"bytes": 3.0 * nbytes}
             check = _check_eq(bufs[0], src + s * c)
-        groups = min(math.ceil(n / 256), 65535)
-        wg, workgroups = 256, (groups, 1, 1)
+        workgroups = (min(math.ceil(n / wg), 65535), 1, 1)
     elif kind in ("fma-f32", "fma-f16", "dot-int8"):
-        if kind == "fma-f16" and not cuda and not local and not _features(dev).get("shaderFloat16"):
-            raise Unsupported(f"{dev.uri} has no shaderFloat16")
-        if kind == "dot-int8" and not cuda:
-            raise Unsupported("int8 dot products are measured through CUDA only (glslang here has no "
-                              "GL_EXT_integer_dot_product)")
         groups = int(p["workgroups"])
         iters = int(p["iters"])
-        out = dev.allocate(groups * 256 * 4)
-        bufs, consts, wg, workgroups = [out], [iters], 256, (groups, 1, 1)
+        out = dev.allocate(groups * wg * 4)
+        bufs, consts, workgroups = [out], [iters], (groups, 1, 1)
         per_iter = 128 if kind == "dot-int8" else 64  # 32 lanes x FMA(2), or 16 x dp4a(8)
-        mb.metrics = {"flops": float(groups) * 256 * iters * per_iter}
+        mb.metrics = {"flops": float(groups) * wg * iters * per_iter}
         check = _check_finite(out)
     elif kind in ("matrix-f16", "matrix-bf16"):
         groups, iters = int(p["workgroups"]), int(p["iters"])
-        if cuda:
-            m = n_ = k = 16
-            sub, wg, defines = 32, 128, None
-        else:
-            if kind == "matrix-bf16":
-                raise Unsupported("bf16 cooperative matrix is measured through CUDA only")
-            row = next((r for r in dev.info.features.cooperative_matrix
-                        if r.a_type in ("f16", "float16") and r.c_type in ("f32", "float32")
-                        and r.scope == "subgroup"), None)
-            if row is None or not _features(dev).get("cooperativeMatrix"):
-                raise Unsupported(f"{dev.uri} has no f16 -> f32 cooperative matrix")
-            m, n_, k = row.m, row.n, row.k
-            sub = dev.info.limits.subgroup_size or 32
-            wg = sub * 4
-            defines = {"MM": m, "NN": n_, "KK": k, "WG": wg}
+        m, n_, k, sub = mk.matrix
         ab = dev.allocate(2 * (m * k + k * n_) * 2)
         ab.write(np.full((m * k + k * n_) * 2, 0x3C00 if kind == "matrix-f16" else 0x3F80, np.uint16))
         warps = groups * wg // sub
@@ -215,19 +176,13 @@ def _prepare_kernel(mb: MicroBenchmark) -> None:
         bufs, consts, workgroups = [ab, out], [iters], (groups, 1, 1)
         mb.metrics = {"flops": float(warps) * iters * 4 * 2 * m * n_ * k}
         check = _check_finite(out)
-        mb._buffers += bufs
-        exe = dev.load_executable(_binary(dev, _KERNEL[kind], 2, 1, wg, defines)) if not cuda else \
-            dev.load_executable(_binary(dev, _KERNEL[kind], 2, 1, wg))
-        _record(mb, exe, workgroups, bufs, consts, repeats=1, check=check)
-        return
     else:  # latency
         buf = dev.allocate(256)
-        bufs, consts, wg, workgroups = [buf], [], 1, (1, 1, 1)
+        bufs, consts, workgroups = [buf], [], (1, 1, 1)
         if kind == "latency-replay":
             mb.metrics = {"dispatches": float(p["dispatches"])}
     mb._buffers += bufs
-    nconst = len(consts)
-    exe = dev.load_executable(_binary(dev, kernel, len(bufs), nconst, wg))
+    exe = dev.load_executable(mk.binary)
     repeats = int(p.get("dispatches", 1)) if kind == "latency-replay" else 1
     _record(mb, exe, workgroups, bufs, consts, repeats, check)
 

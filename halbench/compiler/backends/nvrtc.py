@@ -12,14 +12,15 @@ then built from that PTX by nvJitLink, which is the same ptxas the driver would 
 from __future__ import annotations
 
 import hashlib
-import re
 import os
+import re
 import sys
 import sysconfig
 from functools import lru_cache
 from pathlib import Path
 from typing import Sequence
 
+from halbench.arch import is_sm
 from halbench.errors import CompileError
 
 __all__ = ["compile_cuda", "compile_hip", "nvrtc_version", "cuda_include_dirs"]
@@ -85,12 +86,11 @@ def compile_cuda(source: str, *, arch: str = "sm_90", output: str = "cubin", nam
     ("cubin" or "ptx"). Kernels the runtime looks up by name must be ``extern "C"``.
     A ``gfx*`` arch is handed to :func:`compile_hip` (HIP C is CUDA C for these kernels).
     Raises CompileError with NVRTC's log, naming ``name``."""
-    if arch.startswith("gfx"):
-        return compile_hip(source, arch=arch, name=name, options=options)
     if output not in ("cubin", "ptx"):
         raise CompileError(f"NVRTC output must be 'cubin' or 'ptx', not '{output}'")
-    if not re.fullmatch(r"sm_\d+[af]?", arch):
-        raise CompileError(f"'{arch}' is not a CUDA arch like sm_90")
+    if not is_sm(arch):
+        raise CompileError(f"'{arch}' is not a CUDA arch like sm_90 (NVRTC compiles CUDA only; "
+                           f"HIP code objects come from compile_hip)")
     key = hashlib.sha256(repr((source, arch, output, tuple(options), sorted((rename or {}).items()),
                                nvrtc_version())).encode()).hexdigest()
     if cache and key in _cache:

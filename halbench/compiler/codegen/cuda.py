@@ -13,6 +13,7 @@ import re
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
+from halbench.arch import is_sm
 from halbench.compiler.codegen.glsl import GpuVariant, _needs, render
 from halbench.compiler.codegen.kernels import Plan, as_dispatch, plan_dispatch
 from halbench.compiler.codegen.lang import Lang
@@ -99,7 +100,7 @@ def generate_cuda(d: Any, g: Graph, target: Any = None, *, formats: Sequence[str
     from halbench.compiler.backends.nvrtc import compile_cuda
 
     t = tuning_for(target, "cuda")
-    if not re.fullmatch(r"sm_\d+[af]?", t.arch):
+    if not is_sm(t.arch):
         raise CompileError(f"CUDA target '{t.arch}' is not an sm_XY arch")
     plan, src = cuda_source(d, g, tuning=t)
     disp = as_dispatch(d)
@@ -112,5 +113,5 @@ def generate_cuda(d: Any, g: Graph, target: Any = None, *, formats: Sequence[str
         except CompileError as e:
             numbered = "\n".join(f"{i + 1:4d} {ln}" for i, ln in enumerate(src.splitlines()))
             raise CompileError(f"{e}\n--- generated CUDA ({name}, {t.arch}) ---\n{numbered}") from None
-        out.append(GpuVariant(f"cuda-{fmt}-v1", t.arch, data, entry, plan.workgroups, (), src))
+        out.append(GpuVariant(f"cuda-{fmt}-v1", t.arch, data, entry, plan.workgroups, (), src, fmt))
     return out

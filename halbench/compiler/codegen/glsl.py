@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any, ClassVar
@@ -20,9 +19,10 @@ import jinja2
 from halbench.compiler.codegen.kernels import Plan, as_dispatch, plan_dispatch
 from halbench.compiler.codegen.lang import Lang
 from halbench.compiler.codegen.tuning import Tuning, tuning_for
+from halbench.compiler.codegen.variant import GpuVariant
 from halbench.compiler.ir import Graph
 from halbench.errors import CompileError
-from halbench.hal import EntryPoint, ExecutableBinary
+from halbench.hal import EntryPoint
 
 __all__ = ["ABIS", "GLSL", "GpuVariant", "generate_vulkan", "glsl_sources", "render"]
 
@@ -31,26 +31,6 @@ ABIS = {"bda": "vulkan-spirv-bda-v1", "descriptors": "vulkan-spirv-descriptors-v
 _STYPE = {"f32": "float", "f16": "float16_t", "bf16": "uint16_t", "f64": "double", "i1": "uint8_t",
           "i8": "int8_t", "i16": "int16_t", "i32": "int", "i64": "int64_t", "u8": "uint8_t",
           "u16": "uint16_t", "u32": "uint", "u64": "uint64_t"}
-
-
-@dataclass(frozen=True)
-class GpuVariant:
-    """One executable variant of a dispatch: what a bundle ``Variant`` needs, plus the source."""
-
-    format: str
-    target: str
-    payload: bytes
-    entry: EntryPoint
-    workgroups: tuple[int, int, int]
-    constants: tuple[int, ...] = ()
-    source: str = ""
-
-    @property
-    def ext(self) -> str:
-        return {"cuda-cubin-v1": "cubin", "cuda-ptx-v1": "ptx", "hip-hsaco-v1": "hsaco"}.get(self.format, "spv")
-
-    def binary(self) -> ExecutableBinary:
-        return ExecutableBinary(self.format, self.payload, (self.entry,), self.target)
 
 
 @cache
@@ -160,7 +140,7 @@ def generate_vulkan(d: Any, g: Graph, target: Any = None, abi: str = "all", *,
         name = re.sub(r"[^A-Za-z0-9_]+", "_", f"{disp.name}_{a}")
         spirv = _compile(sources[a], name, validate)
         entry = EntryPoint("main", len(disp.values), 0, plan.workgroup_size)
-        out.append(GpuVariant(ABIS[a], t.name, spirv, entry, plan.workgroups, (), sources[a]))
+        out.append(GpuVariant(ABIS[a], t.name, spirv, entry, plan.workgroups, (), sources[a], "spv"))
     return out
 
 

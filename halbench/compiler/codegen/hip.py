@@ -12,9 +12,9 @@ import re
 from typing import Any
 
 from halbench.compiler.codegen.cuda import CUDA, _render
-from halbench.compiler.codegen.glsl import GpuVariant
 from halbench.compiler.codegen.kernels import Plan, as_dispatch, plan_dispatch
 from halbench.compiler.codegen.tuning import Tuning, tuning_for
+from halbench.compiler.codegen.variant import GpuVariant
 from halbench.compiler.ir import Graph
 from halbench.errors import CompileError
 from halbench.hal import EntryPoint
@@ -44,4 +44,4 @@ def generate_hip(d: Any, g: Graph, target: Any) -> list[GpuVariant]:
     disp = as_dispatch(d)
     data = compile_hip(src, arch=t.arch, name=re.sub(r"[^A-Za-z0-9_]+", "_", disp.name))
     entry = EntryPoint("hb_main", len(disp.values), 0, plan.workgroup_size)
-    return [GpuVariant("hip-hsaco-v1", t.arch, data, entry, plan.workgroups, (), src)]
+    return [GpuVariant("hip-hsaco-v1", t.arch, data, entry, plan.workgroups, (), src, "hsaco")]

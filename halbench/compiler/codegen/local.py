@@ -1,17 +1,18 @@
 """``local-v1`` executables: each dispatch names its ``hb.*`` NumPy kernel and carries, as JSON
 attrs, everything that kernel needs (operand shapes and dtypes, the root op's parameters, the
-body and maps of a generic or epilogue). The kernels live in ``halbench/drivers/local/ops``.
+body and maps of a generic or epilogue). The kernels live in ``halbench/kernels/ops``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from halbench.compiler.codegen.variant import GpuVariant
 from halbench.compiler.ir import Graph, Op
-from halbench.drivers.local.kernels import local_binary
 from halbench.hal import EntryPoint, ExecutableBinary
+from halbench.kernels.format import local_binary
 
-__all__ = ["dispatch_attrs", "kernel_name", "local_executable"]
+__all__ = ["dispatch_attrs", "kernel_name", "local_executable", "local_variant"]
 
 
 def kernel_name(d: Op) -> str:
@@ -28,7 +29,7 @@ def _op_attrs(op: Op, g: Graph) -> dict[str, Any]:
 
 
 def dispatch_attrs(d: Op, g: Graph) -> dict[str, Any]:
-    """The kernel attrs of dispatch ``d`` (see ``halbench/drivers/local/ops/common.py``)."""
+    """The kernel attrs of dispatch ``d`` (see ``halbench/kernels/ops/common.py``)."""
     root, ep = d.attrs["root"], d.attrs["epilogue"]
     values = d.inputs + d.outputs
     attrs: dict[str, Any] = {
@@ -47,3 +48,9 @@ def local_executable(d: Op, g: Graph) -> ExecutableBinary:
     n = len(d.inputs) + len(d.outputs)
     ep = EntryPoint("main", bindings=n)
     return local_binary({"main": (kernel_name(d), dispatch_attrs(d, g), ep)}, target="host")
+
+
+def local_variant(d: Op, g: Graph) -> GpuVariant:
+    """The ``local-v1`` variant of dispatch ``d``: one call of its NumPy kernel."""
+    b = local_executable(d, g)
+    return GpuVariant(b.format, b.target, b.data, b.entries[0], (1, 1, 1), (), "", "json")

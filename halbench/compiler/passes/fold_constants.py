@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from halbench.compiler.ir import Graph, Weight
-from halbench.drivers.local.ops.generic import eval_generic
+from halbench.kernels.ops.generic import eval_generic
 
 __all__ = ["fold_constants"]
 

@@ -13,7 +13,15 @@ import numpy as np
 
 from halbench.drivers._gpu.api import GpuApi, fmt_bytes, poll
 from halbench.errors import DriverError, UserError
-from halbench.hal import DEFAULT_TIMEOUT_S, Buffer, CommandBuffer, Device, ExecutableBinary, Semaphore, Submission
+from halbench.hal import (
+    DEFAULT_TIMEOUT_S,
+    Buffer,
+    CommandBuffer,
+    Device,
+    ExecutableBinary,
+    Semaphore,
+    Submission,
+)
 
 __all__ = ["GpuDevice", "GpuBuffer", "host_array"]
 

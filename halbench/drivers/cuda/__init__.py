@@ -7,7 +7,8 @@ command buffers as CUDA graphs, semaphores as stream wait/write-value words.
 
 from __future__ import annotations
 
-from halbench.hal import Device, Driver
+from halbench.arch import cubin_runs_on, is_sm, ptx_runs_on
+from halbench.hal import Driver
 from halbench.probe.info import DeviceInfo
 
 __all__ = ["CudaDriver"]
@@ -16,17 +17,17 @@ __all__ = ["CudaDriver"]
 class CudaDriver(Driver):
     name = "cuda"
     description = "NVIDIA CUDA through cuda-python's driver API (cubin / PTX, CUDA graphs)"
+    formats = ("cuda-cubin-v1", "cuda-ptx-v1")
+    probe_module = "halbench.probe.cuda"
+    device_module = "halbench.drivers.cuda.device"
 
-    def query_available_devices(self) -> list[DeviceInfo]:
-        try:
-            from halbench.probe.cuda import query_devices
-        except ModuleNotFoundError as e:
-            if e.name != "halbench.probe.cuda":
-                raise
-            from halbench.drivers.cuda.query import query_devices  # until the probe lands
-        return query_devices()
-
-    def create_device(self, path: str = "") -> Device:
-        from halbench.drivers.cuda.device import create_device
-
-        return create_device(self, self.select(path))
+    def _check_target(self, fmt: str, target: str, info: DeviceInfo) -> str | None:
+        """A cubin runs on its own arch family (halbench.arch.cubin_runs_on), PTX on any arch
+        at least as new (ptx_runs_on)."""
+        arch = info.identity.arch
+        if not arch or not is_sm(arch):
+            return f"{info.uri} reports no CUDA arch"
+        if not target or not is_sm(target):
+            return f"{fmt} variant names no CUDA arch ('{target}')"
+        runs = cubin_runs_on if fmt == "cuda-cubin-v1" else ptx_runs_on
+        return None if runs(target, arch) else f"{fmt} for {target} does not run on {arch}"

@@ -2,22 +2,22 @@
 
 from __future__ import annotations
 
-import re
 import struct
 
+from halbench.arch import cubin_runs_on
 from halbench.errors import UserError
 
-__all__ = ["cubin_arch", "cubin_runs_on", "check_cubin"]
+__all__ = ["cubin_arch", "check_cubin"]
 
 _EM_CUDA = 190
-_ELFOSABI_CUDA = 0x41
 
 
 def cubin_arch(data: bytes) -> str | None:
     """``sm_90`` for a CUDA ELF, or None when ``data`` is not one.
 
     CUDA ELF ABI version 8 (CUDA 12.8+ tools) keeps the SM number in bits 8..15 of e_flags;
-    earlier versions keep it in bits 0..7.
+    earlier versions keep it in bits 0..7. The header does not say ``a``/``f``: the variant's
+    target does.
     """
     if len(data) < 64 or data[:4] != b"\x7fELF" or data[4] != 2:  # 64-bit ELF only
         return None
@@ -27,23 +27,6 @@ def cubin_arch(data: bytes) -> str | None:
     (flags,) = struct.unpack_from("<I", data, 48)
     sm = (flags >> 8) & 0xFF if data[8] >= 8 else flags & 0xFF
     return f"sm_{sm}" if sm else None
-
-
-def _parse(arch: str) -> tuple[int, int, str]:
-    m = re.fullmatch(r"sm_(\d+?)(\d)([af]?)", arch)
-    if not m:
-        raise UserError(f"'{arch}' is not a CUDA arch like sm_90")
-    return int(m.group(1)), int(m.group(2)), m.group(3)
-
-
-def cubin_runs_on(cubin: str, device: str) -> bool:
-    """SASS runs on its own major version at the same or a later minor (sm_80 on sm_86, not on
-    sm_90); an arch-specific build (sm_90a) only on exactly that arch."""
-    cmaj, cmin, csuf = _parse(cubin)
-    dmaj, dmin, _ = _parse(device)
-    if csuf == "a":
-        return (cmaj, cmin) == (dmaj, dmin)
-    return cmaj == dmaj and cmin <= dmin
 
 
 def check_cubin(device, binary) -> None:

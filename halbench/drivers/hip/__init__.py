@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from halbench.hal import Device, Driver
+from halbench.arch import gfx_runs_on
+from halbench.hal import Driver
 from halbench.probe.info import DeviceInfo
 
 __all__ = ["HipDriver"]
@@ -11,17 +12,13 @@ __all__ = ["HipDriver"]
 class HipDriver(Driver):
     name = "hip"
     description = "AMD ROCm HIP through hip-python (code objects, HIP graphs)"
+    formats = ("hip-hsaco-v1",)
+    probe_module = "halbench.probe.hip"
+    device_module = "halbench.drivers.hip.device"
 
-    def query_available_devices(self) -> list[DeviceInfo]:
-        try:
-            from halbench.probe.hip import query_devices
-        except ModuleNotFoundError as e:
-            if e.name != "halbench.probe.hip":
-                raise
-            from halbench.drivers.hip.query import query_devices  # until the probe lands
-        return query_devices()
-
-    def create_device(self, path: str = "") -> Device:
-        from halbench.drivers.hip.device import create_device
-
-        return create_device(self, self.select(path))
+    def _check_target(self, fmt: str, target: str, info: DeviceInfo) -> str | None:
+        """A code object runs only on its own gfx arch (halbench.arch.gfx_runs_on)."""
+        arch = info.identity.arch
+        if not arch or not target:
+            return f"{fmt} needs a gfx arch on both sides (variant '{target}', device '{arch}')"
+        return None if gfx_runs_on(target, arch) else f"code object for {target} does not run on {arch}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import struct
 
+from halbench.arch import gfx_runs_on
 from halbench.errors import UserError
 
 __all__ = ["hsaco_arch", "check_hsaco"]
@@ -30,6 +31,6 @@ def check_hsaco(device, binary) -> None:
     """Code objects run only on the exact gfx arch they were built for."""
     elf = hsaco_arch(binary.data)
     for arch, where in ((binary.target.split(":")[0], "its target"), (elf, "its ELF header")):
-        if arch and arch != device.arch:
+        if arch and not gfx_runs_on(arch, device.arch):
             raise UserError(f"code object built for {arch} ({where}) cannot run on {device.uri}, "
                             f"which is {device.arch}")

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from halbench.drivers.local.kernels import FORMAT, RegisteredKernel, parse_binary
 from halbench.drivers.local.queue import LocalQueue, LocalSemaphore, LocalSubmission
 from halbench.errors import OutOfDeviceMemory, UserError
 from halbench.hal import (
@@ -29,12 +28,13 @@ from halbench.hal import (
     Semaphore,
     Submission,
 )
+from halbench.kernels.format import FORMAT, RegisteredKernel, parse_binary
 
 if TYPE_CHECKING:
     from halbench.hal import Driver
     from halbench.probe.info import DeviceInfo
 
-__all__ = ["LocalDevice", "create_device", "fallback_devices"]
+__all__ = ["LocalDevice", "create_device"]
 
 
 class LocalBuffer(Buffer):
@@ -193,13 +193,3 @@ def create_device(driver: "Driver", info: "DeviceInfo") -> Device:
         raise UserError(f"the local device backs local-sync and local-task, not '{driver.name}'")
     return LocalDevice(info, info.uri, threads)
 
-
-def fallback_devices(driver_name: str) -> list["DeviceInfo"]:
-    """A minimal DeviceInfo of the host, used only while ``halbench.probe.cpu`` is missing."""
-    import platform
-
-    from halbench.probe.info import DeviceInfo, Identity, Limits
-
-    identity = Identity(name=platform.processor() or platform.machine() or "host CPU",
-                        device_type="cpu", api="host", arch=platform.machine() or None)
-    return [DeviceInfo(driver_name, 0, identity, limits=Limits(compute_units=os.cpu_count()))]

@@ -10,7 +10,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from halbench.drivers.local.ops.common import dispatch_kernel
+from halbench.kernels.ops.common import dispatch_kernel
 
 __all__ = ["conv2d", "depthwise_conv2d", "windows"]
 

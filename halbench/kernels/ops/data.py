@@ -11,7 +11,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from halbench.drivers.local.ops.common import dispatch_kernel
+from halbench.kernels.ops.common import dispatch_kernel
 
 __all__ = ["pad", "concat", "slice_", "insert_slice", "copy"]
 

@@ -10,8 +10,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from halbench.drivers.local.ops.common import dispatch_kernel
-from halbench.drivers.local.ops.conv import _pad_nchw, windows
+from halbench.kernels.ops.common import dispatch_kernel
+from halbench.kernels.ops.conv import _pad_nchw, windows
 
 __all__ = ["pool"]
 

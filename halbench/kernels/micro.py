@@ -1,10 +1,11 @@
-"""NumPy versions of the micro kernels, for the local drivers (same micro ABI)."""
+"""NumPy versions of the micro-benchmark kernels (the micro ABI of halbench.bench.micro), run by the
+local drivers."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from halbench.drivers.local.kernels import register_kernel
+from halbench.kernels.format import register_kernel
 
 SUPPORTED = ("copy", "triad", "fma_f32", "noop")
 

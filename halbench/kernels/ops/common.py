@@ -18,8 +18,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from halbench.drivers.local.kernels import register_kernel
-from halbench.drivers.local.ops.generic import _DT, eval_generic
+from halbench.kernels.format import register_kernel
+from halbench.kernels.ops.generic import _DT, eval_generic
 
 __all__ = ["KERNELS", "dispatch_kernel", "binding_arrays"]
 

@@ -109,3 +109,11 @@ SOURCES["matrix_bf16"] = "#include <cuda_bf16.h>\n" + SOURCES["matrix_f16"].repl
 
 def cuda_source(kernel: str) -> str:
     return _HEAD + SOURCES[kernel] + "\n"
+
+
+def hip_source(kernel: str, header: str) -> str:
+    """The same kernel for hipRTC: HIP's header instead of CUDA's (no WMMA: matrix kernels
+    have no HIP version)."""
+    if kernel.startswith("matrix_"):
+        raise KeyError(kernel)
+    return header + "\ntypedef unsigned int uint;\n" + SOURCES[kernel] + "\n"

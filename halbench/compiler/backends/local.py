@@ -1,0 +1,35 @@
+"""The local backend: NumPy kernels (``local-v1``) for the local-sync and local-task drivers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from halbench.compiler.backends import CompilerBackend, Unsupported
+from halbench.compiler.backends.micro import MICRO_ABI, MicroKernel
+
+_MICRO = frozenset({"copy", "triad", "fma_f32", "noop"})
+
+
+def _generate(d: Any, g: Any, target: Any, options: dict[str, str]) -> list[Any]:
+    from halbench.compiler.codegen.local import local_variant
+
+    return [local_variant(d, g)]
+
+
+def _micro(kernel: str, fmt: str, info: Any) -> MicroKernel:
+    from halbench.hal import EntryPoint
+    from halbench.kernels import load_builtin, local_binary
+
+    if kernel not in _MICRO:
+        raise Unsupported(f"{kernel} has no local implementation")
+    load_builtin()
+    nbind, nconst, wg = MICRO_ABI[kernel]
+    entry = EntryPoint("micro", nbind, nconst, (wg, 1, 1))
+    return MicroKernel(local_binary({"micro": (f"micro.{kernel}", {}, entry)}), wg)
+
+
+BACKEND = CompilerBackend(
+    name="local", description="NumPy kernels on the host (the correctness oracle)",
+    drivers=("local-sync", "local-task"), formats=("local-v1",), generate=_generate,
+    micro_binary=_micro, micro_kernels=_MICRO,
+    variant_targets=lambda target: [("local-v1", "host")])

@@ -1,0 +1,27 @@
+"""What a code generator returns for one dispatch: one executable variant per format."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from halbench.hal import EntryPoint, ExecutableBinary
+
+__all__ = ["GpuVariant"]
+
+
+@dataclass(frozen=True)
+class GpuVariant:
+    """One executable variant of a dispatch: what a bundle ``Variant`` needs, plus the source.
+    ``ext`` names the bundle member's file extension (``spv``, ``cubin``, ``wgsl``)."""
+
+    format: str
+    target: str
+    payload: bytes
+    entry: EntryPoint
+    workgroups: tuple[int, int, int]
+    constants: tuple[int, ...] = ()
+    source: str = ""
+    ext: str = "bin"
+
+    def binary(self) -> ExecutableBinary:
+        return ExecutableBinary(self.format, self.payload, (self.entry,), self.target)
