@@ -20,6 +20,7 @@ from halbench.probe.info import (
     ProbeCache,
     gpu_limits,
 )
+from halbench.probe.status import cuda_check, cuda_status_name
 from halbench.uri import dashed_uuid
 
 __all__ = ["query_devices", "clear_cache", "device_info_from_attributes", "mma_shapes", "ATTRIBUTES"]
@@ -224,18 +225,11 @@ def _text(value: Any) -> str:
 
 
 def _status(driver: Any, err: Any) -> str:
-    try:
-        return _text(driver.cuGetErrorName(err)[1]) or str(err)
-    except Exception:  # a status the binding cannot name still gets reported
-        return str(err)
+    return cuda_status_name(driver, err)
 
 
 def _check(driver: Any, result: tuple, what: str) -> Any:
-    """One check for every driver call: cuda-python returns (CUresult, value...)."""
-    err, *values = result
-    if err != driver.CUresult.CUDA_SUCCESS:
-        raise DriverError("cuda", _status(driver, err), f"{what} failed")
-    return values[0] if len(values) == 1 else tuple(values)
+    return cuda_check(driver, result, what)
 
 
 def _load_reason(e: BaseException) -> str:

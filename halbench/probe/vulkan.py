@@ -9,7 +9,6 @@ hundreds of milliseconds, and drivers call this on every listing).
 
 from __future__ import annotations
 
-import re
 from typing import Any, Callable
 
 from halbench.errors import DriverUnavailable
@@ -26,6 +25,7 @@ from halbench.probe.info import (
     QueueFamily,
     Timing,
 )
+from halbench.probe.status import vk_check, vk_exception_name
 from halbench.probe.vulkan_decode import (
     COMPONENT_TYPES,
     DEVICE_TYPES,
@@ -107,14 +107,6 @@ def clear_cache() -> None:
     _cache.clear()
 
 
-def _vk_status(e: BaseException) -> str:
-    """``VkErrorInitializationFailed`` -> ``VK_ERROR_INITIALIZATION_FAILED``."""
-    name = type(e).__name__
-    if name.startswith("Vk"):
-        return "VK_" + re.sub(r"(?<!^)(?=[A-Z])", "_", name[2:]).upper()
-    return name
-
-
 def _probe() -> list[DeviceInfo]:
     try:
         import vulkan as vk
@@ -129,7 +121,7 @@ def _probe() -> list[DeviceInfo]:
         layers = _names(ffi, lib.vkEnumerateInstanceLayerProperties, "VkLayerProperties[]", "layerName")
         instance = _create_instance(vk, inst_exts)
     except vk.VkError as e:
-        status = _vk_status(e)
+        status = vk_exception_name(e)
         # The loader answers INCOMPATIBLE_DRIVER when it finds no ICD at all.
         hint = " (no Vulkan driver found: install mesa-vulkan-drivers or the GPU vendor's driver)" \
             if status == "VK_ERROR_INCOMPATIBLE_DRIVER" else ""
@@ -138,7 +130,7 @@ def _probe() -> list[DeviceInfo]:
         try:
             physical = vk.vkEnumeratePhysicalDevices(instance)
         except vk.VkError as e:
-            raise DriverUnavailable(DRIVER, f"vkEnumeratePhysicalDevices failed: {_vk_status(e)}") from e
+            raise DriverUnavailable(DRIVER, f"vkEnumeratePhysicalDevices failed: {vk_exception_name(e)}") from e
         return [_probe_device(vk, instance, pd, i, inst_exts, layers) for i, pd in enumerate(physical)]
     finally:
         vk.vkDestroyInstance(instance, None)
@@ -215,7 +207,7 @@ def _try(errors: dict[str, str], key: str, fn: Callable[[], Any], default: Any) 
     try:
         return fn()
     except Exception as e:  # broad on purpose: one failing query must not hide the whole device
-        errors[key] = f"{_vk_status(e) if type(e).__name__.startswith('Vk') else type(e).__name__}: {e}"
+        errors[key] = f"{vk_exception_name(e) if type(e).__name__.startswith('Vk') else type(e).__name__}: {e}"
         return default
 
 
@@ -391,8 +383,7 @@ def _time_domains(vk: Any, instance: Any, pd: Any) -> tuple[str, ...]:
 
 
 def _check(vk: Any, result: int) -> None:
-    if result < 0:
-        raise vk.exception_codes.get(result, vk.VkError)()
+    vk_check(result, "a Vulkan property query", allow_status=True)
 
 
 def _queues(ffi: Any, lib: Any, pd: Any) -> tuple[QueueFamily, ...]:

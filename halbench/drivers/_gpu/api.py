@@ -53,8 +53,6 @@ class GpuApi(ABC):
 
     #: The API's name in errors ("cuda", "hip") and the driver name.
     name: str = ""
-    #: Executable formats a device of this API loads, in preference order.
-    formats: tuple[str, ...] = ()
     #: Statuses that mean the context is dead (a kernel faulted): the device is lost.
     lost_statuses: frozenset[str] = frozenset()
     oom_statuses: frozenset[str] = frozenset()
@@ -78,6 +76,15 @@ class GpuApi(ABC):
         if name in self.oom_statuses:
             return OutOfDeviceMemory(self.name, name, msg)
         return DriverError(self.name, name, msg)
+
+    def _done(self, status: Any, what: str) -> bool:
+        """A query's status: True when done, False when not ready, else the error. Adapters set
+        ``_ok``, ``_not_ready``, ``owner`` and ``_where()``."""
+        if status == self._ok:
+            return True
+        if status == self._not_ready:
+            return False
+        raise self.error(status, f"{what}{self._where()}", self.owner)
 
     # -- device and context -----------------------------------------------------------
     @abstractmethod

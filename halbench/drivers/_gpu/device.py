@@ -78,12 +78,12 @@ class GpuDevice(Device):
     binding_alignment = 16
     transfer_alignment = 4
 
-    def __init__(self, info: Any, uri: str, api: GpuApi, ordinal: int):
+    def __init__(self, info: Any, uri: str, api: GpuApi, ordinal: int, formats: tuple[str, ...]):
         super().__init__(info, uri)
         self.api = api
         api.owner = self
         self.ordinal = ordinal
-        self.formats = api.formats
+        self.formats = formats  # the driver's (Driver.formats)
         prefix = f"HALBENCH_{api.name.upper()}_"
         self.use_graphs = _env_flag(prefix + "GRAPHS", True)
         self.unprofiled_total = _env_flag(prefix + "UNPROFILED_TOTAL", False)

@@ -11,6 +11,7 @@ from typing import Any
 
 from halbench.drivers._gpu.api import GpuApi
 from halbench.errors import DriverUnavailable
+from halbench.probe.status import cuda_check, cuda_status_name
 
 __all__ = ["CudaApi", "load_driver"]
 
@@ -41,7 +42,6 @@ def load_driver() -> Any:
 
 class CudaApi(GpuApi):
     name = "cuda"
-    formats = ("cuda-cubin-v1", "cuda-ptx-v1")
     lost_statuses = frozenset({
         "CUDA_ERROR_ILLEGAL_ADDRESS", "CUDA_ERROR_LAUNCH_FAILED", "CUDA_ERROR_ILLEGAL_INSTRUCTION",
         "CUDA_ERROR_MISALIGNED_ADDRESS", "CUDA_ERROR_INVALID_ADDRESS_SPACE", "CUDA_ERROR_INVALID_PC",
@@ -61,7 +61,7 @@ class CudaApi(GpuApi):
 
     # -- errors -----------------------------------------------------------------------
     def status_name(self, status: Any) -> str:
-        return getattr(status, "name", str(status))
+        return cuda_status_name(self.d, status)
 
     def status_string(self, status: Any) -> str:
         err, text = self.d.cuGetErrorString(status)
@@ -70,10 +70,9 @@ class CudaApi(GpuApi):
         return text.decode() if isinstance(text, bytes) else str(text)
 
     def _check(self, result: tuple, what: str) -> Any:
-        """``result`` is cuda-python's (CUresult, *values); return the values."""
-        if result[0] != self._ok:
-            raise self.error(result[0], what, self.owner)
-        return result[1] if len(result) == 2 else result[1:]
+        """``result`` is cuda-python's (CUresult, *values); return the values (the probe's check,
+        with this driver's lost-device and OOM mapping)."""
+        return cuda_check(self.d, result, what, lambda status, w: self.error(status, w, self.owner))
 
     def _where(self) -> str:
         return f" on {self.owner.uri}" if self.owner is not None else ""
@@ -152,12 +151,7 @@ class CudaApi(GpuApi):
         self._check(self.d.cuStreamDestroy(stream), "destroying a stream")
 
     def stream_done(self, stream: Any) -> bool:
-        (status,) = self.d.cuStreamQuery(stream)
-        if status == self._ok:
-            return True
-        if status == self._not_ready:
-            return False
-        raise self.error(status, f"waiting for the stream{self._where()}", self.owner)
+        return self._done(self.d.cuStreamQuery(stream)[0], "waiting for the stream")
 
     def stream_wait_value64(self, stream: Any, ptr: int, value: int) -> None:
         self._check(self.d.cuStreamWaitValue64(stream, ptr, value, self._geq),
@@ -181,12 +175,7 @@ class CudaApi(GpuApi):
             raise self.error(status, "recording an event", self.owner)
 
     def event_done(self, event: Any) -> bool:
-        (status,) = self.d.cuEventQuery(event)
-        if status == self._ok:
-            return True
-        if status == self._not_ready:
-            return False
-        raise self.error(status, f"waiting for work{self._where()}", self.owner)
+        return self._done(self.d.cuEventQuery(event)[0], "waiting for work")
 
     def event_elapsed_ms(self, start: Any, end: Any) -> float:
         return float(self._check(self.d.cuEventElapsedTime(start, end), "reading event times"))

@@ -20,4 +20,4 @@ class CudaDevice(GpuDevice):
 
 
 def create_device(driver: Any, info: DeviceInfo) -> CudaDevice:
-    return CudaDevice(info, info.uri, CudaApi(), info.ordinal)
+    return CudaDevice(info, info.uri, CudaApi(), info.ordinal, driver.formats)

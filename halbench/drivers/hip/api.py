@@ -53,7 +53,6 @@ _ATTRS = {
 
 class HipApi(GpuApi):
     name = "hip"
-    formats = ("hip-hsaco-v1",)
     lost_statuses = frozenset({
         "hipErrorIllegalAddress", "hipErrorLaunchFailure", "hipErrorAssert", "hipErrorECCNotCorrectable",
         "hipErrorIllegalInstruction", "hipErrorMisalignedAddress", "hipErrorInvalidPc",
@@ -153,13 +152,6 @@ class HipApi(GpuApi):
 
     def stream_destroy(self, stream: Any) -> None:
         self._check(self.h.hipStreamDestroy(stream), "destroying a stream")
-
-    def _done(self, status: Any, what: str) -> bool:
-        if status == self._ok:
-            return True
-        if status == self._not_ready:
-            return False
-        raise self.error(status, f"{what}{self._where()}", self.owner)
 
     def stream_done(self, stream: Any) -> bool:
         return self._done(self.h.hipStreamQuery(stream)[0], "waiting for the stream")

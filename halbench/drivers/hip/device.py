@@ -21,4 +21,4 @@ class HipDevice(GpuDevice):
 
 
 def create_device(driver: Any, info: DeviceInfo) -> HipDevice:
-    return HipDevice(info, info.uri, HipApi(), info.ordinal)
+    return HipDevice(info, info.uri, HipApi(), info.ordinal, driver.formats)

@@ -9,13 +9,14 @@ the kernel signature are described in ``kernels.py``; compilers build binaries w
 from __future__ import annotations
 
 from halbench.hal import Driver
+from halbench.kernels.format import FORMAT
 from halbench.probe.info import DeviceInfo
 
 __all__ = ["LocalSyncDriver", "LocalTaskDriver"]
 
 
 class _LocalDriver(Driver):
-    formats = ("local-v1",)
+    formats = (FORMAT,)
     device_module = "halbench.drivers.local.device"
 
     def query_available_devices(self) -> list[DeviceInfo]:

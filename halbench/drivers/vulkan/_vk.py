@@ -12,17 +12,17 @@ import atexit
 import os
 import sys
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import vulkan as vk
 from vulkan import ffi, lib
 
-from halbench.errors import DeviceLost, DriverError, DriverUnavailable, OutOfDeviceMemory
+from halbench.errors import DriverError, DriverUnavailable
+from halbench.probe.status import VALIDATION_LAYER, vk_check, vk_error, vk_result_name
+from halbench.probe.status import vk_errors as _vk_errors
 
 if TYPE_CHECKING:
-    from halbench.hal import Device
+    pass
 
 __all__ = [
     "BUFFER_USAGE_SHADER_DEVICE_ADDRESS",
@@ -41,77 +41,17 @@ __all__ = [
     "vk_errors",
 ]
 
-VALIDATION_LAYER = "VK_LAYER_KHRONOS_validation"
 
 # Core 1.2 names the binding leaves out (its aliases are None): the values from vulkan_core.h.
 BUFFER_USAGE_SHADER_DEVICE_ADDRESS = 0x00020000
 MEMORY_ALLOCATE_DEVICE_ADDRESS = 0x00000002
 
 
-def _result_names() -> dict[int, str]:
-    # Prefer the unsuffixed core name when an extension alias has the same value.
-    names: dict[int, str] = {}
-    for n in dir(vk):
-        if not (n.startswith("VK_ERROR_") or n in ("VK_SUCCESS", "VK_NOT_READY", "VK_TIMEOUT",
-                                                   "VK_EVENT_SET", "VK_EVENT_RESET", "VK_INCOMPLETE")):
-            continue
-        if "RANGE" in n or "MAX_ENUM" in n:
-            continue
-        v = getattr(vk, n)
-        if isinstance(v, int) and (v not in names or len(n) < len(names[v])):
-            names[v] = n
-    return names
-
-
-_NAMES = _result_names()
-_EXC_CODES = {cls: code for code, cls in vk.exception_codes.items() if code is not None}
-
-_EXPLAIN = {
-    "VK_ERROR_OUT_OF_DEVICE_MEMORY": "the device ran out of memory",
-    "VK_ERROR_OUT_OF_HOST_MEMORY": "the Vulkan driver ran out of host memory",
-    "VK_ERROR_DEVICE_LOST": "the device was lost (a hang, a fault or a driver reset); create a new device",
-    "VK_ERROR_INITIALIZATION_FAILED": "the Vulkan driver failed to initialize",
-    "VK_ERROR_INCOMPATIBLE_DRIVER": "no installed Vulkan driver supports Vulkan 1.3",
-    "VK_ERROR_LAYER_NOT_PRESENT": f"a requested layer is not installed (validation needs {VALIDATION_LAYER})",
-    "VK_ERROR_EXTENSION_NOT_PRESENT": "a requested extension is not supported",
-    "VK_ERROR_FEATURE_NOT_PRESENT": "a requested feature is not supported",
-    "VK_ERROR_TOO_MANY_OBJECTS": "too many objects of this type (e.g. maxMemoryAllocationCount)",
-    "VK_ERROR_INVALID_SHADER_NV": "the driver rejected the SPIR-V",
-    "VK_TIMEOUT": "the wait timed out",
-}
-
-
-def result_name(code: int) -> str:
-    return _NAMES.get(code, f"VkResult({code})")
-
-
-def error(code: int, what: str, device: Device | None = None) -> DriverError:
-    """The halbench error for VkResult ``code`` returned by ``what``; marks a lost device."""
-    name = result_name(code)
-    where = f" on {device.uri}" if device is not None else ""
-    msg = f"{what} failed{where}: {_EXPLAIN.get(name, 'see the Vulkan specification for ' + name)}"
-    if name == "VK_ERROR_OUT_OF_DEVICE_MEMORY":
-        return OutOfDeviceMemory("vulkan", name, msg)
-    if name == "VK_ERROR_DEVICE_LOST":
-        if device is not None and not device.lost:
-            device.lost = f"{name} in {what}"
-        return DeviceLost("vulkan", name, msg)
-    return DriverError("vulkan", name, msg)
-
-
-def check(code: int, what: str, device: Device | None = None) -> None:
-    """Raise the halbench error for a raw VkResult that is not VK_SUCCESS."""
-    if code != 0:
-        raise error(code, what, device)
-
-
-@contextmanager
-def vk_errors(what: str, device: Device | None = None) -> Iterator[None]:
-    """Turn the `vulkan` package's exceptions raised inside the block into halbench errors."""
-    try:
-        yield
-    except (vk.VkError, vk.VkException) as e:
-        raise error(_EXC_CODES.get(type(e), -13), what, device) from None
+# The one Vulkan status check, shared with the probe (halbench.probe.status).
+result_name = vk_result_name
+error = vk_error
+check = vk_check
+vk_errors = _vk_errors
 
 
 # -- instance ------------------------------------------------------------------------
