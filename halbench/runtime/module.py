@@ -56,8 +56,6 @@ class Module:
         m = bundle.manifest
         # Choose every variant before touching the device: an unrunnable bundle allocates nothing.
         chosen = {e.id: (e, select_variant(e, device)[1]) for e in m.executables}
-        if any(v.format == "local-v1" for _, v in chosen.values()):
-            _register_local_kernels()
         buffers: dict[int, Buffer] = {}
         executables: dict[int, tuple[Executable, Variant]] = {}
         module = cls(bundle, device, buffers, executables)
@@ -190,12 +188,3 @@ class Module:
     def __repr__(self) -> str:
         names = ", ".join(f.name for f in self.functions)
         return f"<Module {self.bundle.name} on {self.device.uri}: {names}>"
-
-
-
-def _register_local_kernels() -> None:
-    """Register the NumPy kernels that compiled local-v1 executables name (bundles only name
-    them; ``halbench.kernels`` registers them on import)."""
-    from halbench.kernels import load_builtin
-
-    load_builtin()

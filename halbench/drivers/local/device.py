@@ -133,6 +133,9 @@ class LocalDevice(Device):
         return LocalBuffer(self, nbytes)
 
     def _load_executable(self, binary: ExecutableBinary) -> Executable:
+        from halbench.kernels import load_builtin
+
+        load_builtin()  # the built-in kernels a compiled bundle names (cheap after the first)
         return LocalExecutable(self, binary)
 
     def _command_buffer(self, profile: bool) -> CommandBuffer:

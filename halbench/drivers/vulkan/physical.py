@@ -19,7 +19,7 @@ __all__ = [
     "Physical",
     "baseline_missing",
     "effective_info",
-    "fallback_info",
+    "driver_view",
     "physical_devices",
 ]
 
@@ -147,8 +147,9 @@ def _queue_flag_names(bits: int) -> tuple[str, ...]:
     return tuple(n for b, n in names.items() if bits & b)
 
 
-def fallback_info(p: Physical) -> DeviceInfo:
-    """A minimal DeviceInfo for when halbench.probe.vulkan is not installed."""
+def driver_view(p: Physical) -> DeviceInfo:
+    """What the driver itself read of a physical device (the features it enables); merged under the
+    probe's record by :func:`effective_info`."""
     from halbench.uri import dashed_uuid
 
     lim = p.limits
@@ -170,7 +171,7 @@ def fallback_info(p: Physical) -> DeviceInfo:
 
 def effective_info(info: DeviceInfo, p: Physical) -> DeviceInfo:
     """``info`` with what it leaves out filled in from the physical device (info wins: tests mask it)."""
-    fb = fallback_info(p)
+    fb = driver_view(p)
     return replace(
         info,
         identity=info.identity if info.identity.api_version else replace(info.identity, api_version=p.api_text),
