@@ -14,11 +14,11 @@ FORMAT = click.option("--format", "fmt", type=click.Choice(["text", "json"]), de
                       show_default=True, help="Output format.")
 
 
-def _api_names() -> list[str]:
+def _api_names(with_aliases: bool = False) -> list[str]:
     """What --target-device takes: every compiler backend (halbench.compiler.backends)."""
     from halbench.compiler.backends import api_names
 
-    return list(api_names())
+    return list(api_names(with_aliases))
 
 
 def _target_apis() -> list[str]:
@@ -123,12 +123,12 @@ def _dump(target: str | None) -> dict:
     entries, keep = _probe_all(), None
     if target:
         u = parse_uri(target)
-        get_driver(u.driver)  # an unknown driver is a UserError listing the known ones
-        entry = next(e for e in entries if e.name == u.driver)
+        name = get_driver(u.driver).name  # an unknown driver is a UserError listing the known ones
+        entry = next(e for e in entries if e.name == name)
         if not entry.available:
             raise DriverUnavailable(entry.name, entry.reason)
         info = select_device(u) if "://" in target else None  # the driver picks it or lists the others
-        keep = [(u.driver, info.ordinal if info else None)]
+        keep = [(name, info.ordinal if info else None)]
     return dump_document(entries, __version__, keep)
 
 
@@ -174,10 +174,30 @@ def list_targets_cmd(api: str | None, fmt: str) -> None:
     click.echo(format_table(targets, api))
 
 
+def _iree_listing(kind: str):
+    """IREE's ``iree-run-module --list_drivers / --list_devices[=D] / --dump_devices[=D]``."""
+
+    def callback(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+        if value is None or ctx.resilient_parsing:
+            return
+        driver = None if value in ("", "*") else value
+        fmt = "text"
+        if kind == "drivers":
+            ctx.invoke(list_drivers, fmt=fmt)
+        elif kind == "devices":
+            ctx.invoke(list_devices, driver=driver, fmt=fmt)
+        else:
+            ctx.invoke(dump_devices, target=driver, fmt=fmt)
+        ctx.exit(0)
+
+    return callback
+
+
 @main.command("run-module")
-@click.option("--device", required=True, metavar="URI", help="Device to run on, e.g. local-sync://, vulkan://0.")
-@click.option("--module", "module_path", required=True, type=click.Path(dir_okay=False), metavar="FILE.hbx",
-              help="Compiled bundle (halbench compile -o FILE.hbx).")
+@click.option("--device", default=None, metavar="URI",
+              help="Device to run on, e.g. local-sync://, vulkan://0, cuda, rocm.  [required]")
+@click.option("--module", "module_path", default=None, type=click.Path(dir_okay=False), metavar="FILE.hbx",
+              help="Compiled bundle (halbench compile -o FILE.hbx; any extension, .vmfb too).  [required]")
 @click.option("--function", default=None, metavar="NAME",
               help="Function to run; may be omitted when the module has one.")
 @click.option("--input", "inputs", multiple=True, metavar="VALUE",
@@ -185,16 +205,39 @@ def list_targets_cmd(api: str | None, fmt: str) -> None:
                    "2x2xf32=1,2,3,4, f32=1.5, 1x3xf32=@x.npy, @x.npy.")
 @click.option("--output", "outputs", multiple=True, metavar="@FILE.npy",
               help="One per result, in order: @FILE.npy writes it (atomically), - prints it.")
-@click.option("--print-max-element-count", "max_elements", type=click.IntRange(min=0), default=1024,
-              show_default=True, help="Elide printed results after this many elements.")
+@click.option("--expected_output", "--expected-output", "expected", multiple=True, metavar="VALUE",
+              help="One per result, in --input's syntax ('-' skips one): compare and exit 1 on a mismatch.")
+@click.option("--expected_f32_threshold", "--expected-f32-threshold", "threshold", type=float, default=1e-4,
+              show_default=True, help="Largest absolute difference --expected_output accepts for floats.")
+@click.option("--print-max-element-count", "--output_max_element_count", "max_elements",
+              type=click.IntRange(min=0), default=1024, show_default=True,
+              help="Elide printed results after this many elements.")
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True), default=60.0,
               show_default=True, help="Seconds to wait for the device.")
-def run_module_cmd(device: str, module_path: str, function: str | None, inputs: tuple[str, ...],
-                   outputs: tuple[str, ...], max_elements: int, timeout_s: float) -> None:
-    """Run one function of a compiled module and print its results, as iree-run-module does."""
+@click.option("--list_drivers", "--list-drivers", is_flag=False, flag_value="", default=None, is_eager=True,
+              expose_value=False, callback=_iree_listing("drivers"), help="List the HAL drivers and exit.")
+@click.option("--list_devices", "--list-devices", is_flag=False, flag_value="", default=None, is_eager=True,
+              expose_value=False, metavar="[DRIVER]", callback=_iree_listing("devices"),
+              help="List the devices (of DRIVER) and exit.")
+@click.option("--dump_devices", "--dump-devices", is_flag=False, flag_value="", default=None, is_eager=True,
+              expose_value=False, metavar="[DRIVER]", callback=_iree_listing("dump"),
+              help="Dump what each device (of DRIVER) is and can do, and exit.")
+def run_module_cmd(device: str | None, module_path: str | None, function: str | None, inputs: tuple[str, ...],
+                   outputs: tuple[str, ...], expected: tuple[str, ...], threshold: float, max_elements: int,
+                   timeout_s: float) -> None:
+    """Run one function of a compiled module and print its results, as iree-run-module does.
+
+    Exit codes: 0 ran (and matched --expected_output), 1 an error or a mismatch."""
     from halbench.runtime.run import run_module
 
-    click.echo(run_module(device, module_path, function, inputs, outputs, max_elements, timeout_s))
+    if not device or not module_path:
+        raise UserError(f"run-module needs --{'device' if not device else 'module'} "
+                        f"(or --list_drivers / --list_devices / --dump_devices)")
+    text, ok = run_module(device, module_path, function, inputs, outputs, max_elements, timeout_s,
+                          expected=expected, threshold=threshold)
+    click.echo(text)
+    if not ok:
+        sys.exit(1)
 
 
 def _backend_options(f):
@@ -204,8 +247,9 @@ def _backend_options(f):
 
     for b in reversed(list(backends().values())):
         for o in reversed(b.options):
-            f = click.option(f"--{o.name}", f"opt__{o.name.replace('-', '_')}", type=click.Choice(o.choices),
-                             default=None, help=f"{o.help} [default: {o.default}]")(f)
+            f = click.option(*(f"--{n}" for n in (o.name, *o.aliases)), f"opt__{o.name.replace('-', '_')}",
+                             type=click.Choice(o.choices), default=None,
+                             help=f"{o.help} [default: {o.default}]")(f)
         if b.target_option:
             names = [f"--{n}" for n in (b.target_option, *b.target_aliases)]
             f = click.option(*names, f"target__{b.name}", default=None, metavar="NAME",
@@ -214,11 +258,48 @@ def _backend_options(f):
     return f
 
 
+def _target_devices(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> tuple[str, ...]:
+    """``--target-device`` values (IREE's comma lists and backend names too) -> backend names."""
+    from halbench.compiler.backends import canonical
+
+    names = [n.strip() for v in values for n in v.split(",") if n.strip()]
+    try:
+        return tuple(dict.fromkeys(canonical(n) for n in names)) or ("local",)
+    except UserError as e:
+        raise click.BadParameter(str(e)) from None
+
+
+def _list_target_backends(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    """``iree-compile --iree-hal-list-target-backends``: the backends, with IREE's names."""
+    if not value or ctx.resilient_parsing:
+        return
+    from halbench.compiler.backends import backends
+
+    click.echo("Registered target backends:")
+    for b in backends().values():
+        also = f" (also: {', '.join(b.aliases)})" if b.aliases else ""
+        click.echo(f"    {b.name}{also}: {b.description}")
+    ctx.exit(0)
+
+
+def _ignored_rocm_flag(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    if value is not None and not ctx.meta.get("rocm_bc_noted"):
+        ctx.meta["rocm_bc_noted"] = True
+        click.echo("halbench: note: --iree-rocm-link-bc / --iree-rocm-bc-dir are ignored: halbench builds "
+                   "code objects with hipRTC, which links the ROCm device libraries itself", err=True)
+
+
 @main.command("compile")
 @click.argument("input_path", metavar="INPUT", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", required=True, metavar="OUT.hbx", help="Bundle to write (atomically).")
-@click.option("--target-device", "target_devices", multiple=True, default=("local",), show_default=True,
-              type=click.Choice(_api_names()), help="Device API to compile for (repeat for several).")
+@click.option("--target-device", "--iree-hal-target-device", "--iree-hal-target-backends", "target_devices",
+              multiple=True, callback=_target_devices, metavar="|".join(_api_names(with_aliases=True)),
+              help="Device API to compile for (repeat, or a comma list, for several) [default: local]; "
+                   "IREE's backend names work too.")
+@click.option("--iree-hal-list-target-backends", is_flag=True, expose_value=False, is_eager=True,
+              callback=_list_target_backends, help="List the target backends and exit.")
+@click.option("--iree-rocm-link-bc", hidden=True, expose_value=False, callback=_ignored_rocm_flag)
+@click.option("--iree-rocm-bc-dir", hidden=True, expose_value=False, callback=_ignored_rocm_flag)
 @_backend_options
 @click.option("--target", "target_all", default=None, metavar="auto|DUMP.json",
               help="Target of every GPU API not named above: 'auto' probes this machine's devices, "

@@ -688,6 +688,8 @@ class Driver(ABC):
 
     name: str = ""
     description: str = ""
+    #: More names for this driver in URIs (``rocm`` for hip, as IREE spells it).
+    aliases: tuple[str, ...] = ()
     #: Executable formats this driver loads, in preference order (a device may offer fewer).
     formats: tuple[str, ...] = ()
 

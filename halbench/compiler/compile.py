@@ -70,12 +70,13 @@ class CompileOptions:
     backend_options: Any = ()
 
     def __post_init__(self) -> None:
-        from halbench.compiler.backends import backend, backends, option_values
+        from halbench.compiler.backends import backend, backends, canonical, option_values
 
         object.__setattr__(self, "input_shapes",
                            tuple((k, tuple(int(s) for s in v)) for k, v in _pairs(self.input_shapes)))
-        object.__setattr__(self, "target_devices", tuple(self.target_devices))
-        object.__setattr__(self, "targets", tuple((k, v) for k, v in _pairs(self.targets) if v is not None))
+        object.__setattr__(self, "target_devices", tuple(canonical(a) for a in self.target_devices))
+        object.__setattr__(self, "targets", tuple((canonical(k), v) for k, v in _pairs(self.targets)
+                                                  if v is not None))
         object.__setattr__(self, "backend_options", _pairs(self.backend_options))
         if self.weights not in ("file", "random"):
             raise UserError(f"weights must be 'file' or 'random', got '{self.weights}'")

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from halbench.probe.info import DeviceInfo
     from halbench.uri import DeviceURI
 
-__all__ = ["DriverStatus", "driver_names", "get_driver", "query_available_drivers", "create_device",
+__all__ = ["DriverStatus", "canonical_driver", "driver_names", "get_driver", "query_available_drivers", "create_device",
            "known_formats", "select_device", "resolve_devices"]
 
 # name -> ("module:Class", one-line description)
@@ -81,9 +81,24 @@ def driver_names() -> list[str]:
     return list(_registry())
 
 
-def get_driver(name: str) -> "Driver":
-    """The driver called ``name``. Unknown names raise UserError listing the known ones."""
+def canonical_driver(name: str) -> str:
+    """The registered name for ``name`` or an alias a driver declares (``rocm`` -> ``hip``)."""
     reg = _registry()
+    if name in reg:
+        return name
+    for other in reg:
+        try:
+            if name in get_driver(other).aliases:
+                return other
+        except HalbenchError:
+            continue
+    return name
+
+
+def get_driver(name: str) -> "Driver":
+    """The driver called ``name`` (or an alias). Unknown names raise UserError listing the known ones."""
+    reg = _registry()
+    name = canonical_driver(name) if name not in reg else name
     if name not in reg:
         raise UserError(f"unknown driver '{name}'; known drivers: {', '.join(reg)}")
     if name not in _instances:
@@ -134,9 +149,14 @@ def known_formats() -> dict[str, str]:
 
 
 def _parse(uri: "str | DeviceURI") -> "DeviceURI":
+    """Parse once, with the driver's registered name (``rocm://`` is ``hip://``)."""
+    from dataclasses import replace
+
     from halbench.uri import DeviceURI, parse_uri
 
-    return uri if isinstance(uri, DeviceURI) else parse_uri(uri)
+    u = uri if isinstance(uri, DeviceURI) else parse_uri(uri)
+    name = canonical_driver(u.driver)
+    return u if name == u.driver else replace(u, driver=name)
 
 
 def select_device(uri: "str | DeviceURI") -> "DeviceInfo":
@@ -174,6 +194,9 @@ def resolve_devices(patterns: "tuple[str, ...] | list[str]") -> tuple[list["Devi
     for pat in patterns:
         try:
             driver, sep, path = pat.partition("://")
+            if sep:
+                driver = canonical_driver(driver)
+                pat = f"{driver}://{path}"
             if pat == "*" or (sep and any(c in path for c in "*?[")):
                 for name in (driver_names() if pat == "*" else [driver]):
                     try:

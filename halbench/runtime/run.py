@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
+import numpy as np
+
 from halbench.bundle import read_bundle
 from halbench.errors import UserError
 from halbench.runtime.inputs import check_inputs
@@ -35,18 +37,23 @@ def parse_outputs(specs: Sequence[str]) -> list[str | None]:
 
 def run_module(device: str, module: str | os.PathLike[str], function: str | None,
                inputs: Sequence[str], outputs: Sequence[str] = (), max_elements: int = 1024,
-               timeout_s: float = 60.0) -> str:
-    """Run one function of a bundle and return what iree-run-module would print."""
-    import halbench
+               timeout_s: float = 60.0, *, expected: Sequence[str] = (),
+               threshold: float = 1e-4) -> tuple[str, bool]:
+    """Run one function of a bundle; return what iree-run-module would print, and whether every
+    ``expected`` result matched (IREE's ``--expected_output``; ``-`` skips a result)."""
+    from halbench.drivers import create_device, select_device
 
     targets = parse_outputs(outputs)
+    info = select_device(device)  # the driver and device exist (probed, nothing opened yet)
     bundle = read_bundle(module)
     f = bundle.manifest.function(function)
     arrays = check_inputs(f, [parse_input(t) for t in inputs])
-    if len(targets) > len(f.outputs):
-        raise UserError(f"{len(targets)} --output given, but '{f.name}' has {len(f.outputs)} "
-                        f"result{'s' if len(f.outputs) != 1 else ''}")
-    with halbench.create_device(device) as dev, Module.load(bundle, dev) as m:
+    for what, n in (("--output", len(targets)), ("--expected_output", len(expected))):
+        if n > len(f.outputs):
+            raise UserError(f"{n} {what} given, but '{f.name}' has {len(f.outputs)} "
+                            f"result{'s' if len(f.outputs) != 1 else ''}")
+    wanted = [None if e in ("", "-") else parse_input(e) for e in expected]
+    with create_device(info) as dev, Module.load(bundle, dev) as m:
         results = m.invoke(f.name, arrays, timeout_s=timeout_s)
     lines = [f"EXEC @{f.name}"]
     for i, (spec, a) in enumerate(zip(f.outputs, results)):
@@ -56,4 +63,27 @@ def run_module(device: str, module: str | os.PathLike[str], function: str | None
         else:
             write_npy(path, a)
             lines.append(f"result[{i}]: written to {path}")
-    return "\n".join(lines)
+    if not wanted:
+        return "\n".join(lines), True
+    failures = [m for i, w in enumerate(wanted) if w is not None
+                for m in [_mismatch(i, results[i], w, threshold)] if m]
+    lines.append(f"[FAILED] {'; '.join(failures)}" if failures
+                 else "[SUCCESS] all function outputs matched their expected values.")
+    return "\n".join(lines), not failures
+
+
+def _mismatch(i: int, got: np.ndarray, want: np.ndarray, threshold: float) -> str | None:
+    """Why result ``i`` does not match ``want`` (IREE's --expected_output), or None."""
+    if got.shape != want.shape or got.dtype != want.dtype:
+        return (f"result[{i}]: expected {'x'.join(map(str, want.shape))} {want.dtype}, "
+                f"got {'x'.join(map(str, got.shape))} {got.dtype}")
+    if np.issubdtype(got.dtype, np.floating):
+        diff = np.abs(got.astype(np.float64) - want.astype(np.float64))
+        bad = ~(diff <= threshold) & ~(np.isnan(got) & np.isnan(want))
+    else:
+        bad = got != want
+    if not bad.any():
+        return None
+    k = int(np.flatnonzero(bad)[0])
+    return (f"result[{i}]: element {k} is {got.reshape(-1)[k].item()!r}, expected {want.reshape(-1)[k].item()!r} "
+            f"({int(bad.sum())} of {bad.size} differ)")

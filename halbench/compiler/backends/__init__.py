@@ -45,6 +45,8 @@ class BackendOption:
     choices: tuple[str, ...]
     default: str
     help: str
+    #: More spellings of the flag (IREE's: ``iree-vulkan-dispatch-abi``).
+    aliases: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,9 @@ class CompilerBackend:
     #: ``generate(dispatch, graph, target, options) -> list[GpuVariant]`` (options: the
     #: backend's own option values by name).
     generate: Callable[..., list[Any]]
+    #: More names ``--target-device`` takes for it: IREE's backend names (``vulkan-spirv``,
+    #: ``llvm-cpu``, ``rocm``), so IREE command lines run as written.
+    aliases: tuple[str, ...] = ()
     #: The CLI flag naming this backend's target (``vulkan-target``); None: no targets (local).
     target_option: str | None = None
     #: More spellings of that flag (``rocm-target`` for hip).
@@ -108,16 +113,28 @@ def backends() -> dict[str, CompilerBackend]:
     return out
 
 
-def api_names() -> tuple[str, ...]:
-    """The names ``--target-device`` takes."""
-    return tuple(backends())
+def api_names(with_aliases: bool = False) -> tuple[str, ...]:
+    """The names ``--target-device`` takes (with IREE's aliases when asked)."""
+    names = list(backends())
+    if with_aliases:
+        names += [a for b in backends().values() for a in b.aliases]
+    return tuple(names)
+
+
+def canonical(name: str) -> str:
+    """A backend's own name for ``name`` or one of its aliases (``llvm-cpu`` -> ``local``)."""
+    return backend(name).name
 
 
 def backend(name: str) -> CompilerBackend:
     reg = backends()
-    if name not in reg:
-        raise UserError(f"unknown target device '{name}'; this compiler emits: {', '.join(reg)}")
-    return reg[name]
+    if name in reg:
+        return reg[name]
+    for b in reg.values():
+        if name in b.aliases:
+            return b
+    raise UserError(f"unknown target device '{name}'; this compiler emits: "
+                    f"{', '.join(api_names(with_aliases=True))}")
 
 
 def backend_for_driver(driver: str) -> CompilerBackend:

@@ -53,6 +53,7 @@ def _micro(kernel: str, fmt: str, info: Any) -> MicroKernel:
 BACKEND = CompilerBackend(
     name="cuda", description="CUDA C -> cubin + PTX through NVRTC (WMMA on tensor cores)",
     drivers=("cuda",), formats=("cuda-cubin-v1", "cuda-ptx-v1"), generate=_generate,
-    target_option="cuda-target", default_target=_default_target,
+    target_option="cuda-target", target_aliases=("iree-cuda-target", "iree-hal-cuda-llvm-target-arch"),
+    default_target=_default_target,
     micro_binary=_micro, micro_kernels=_MICRO,
     variant_targets=lambda target: [("cuda-cubin-v1", target.arch), ("cuda-ptx-v1", target.arch)])

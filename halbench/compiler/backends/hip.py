@@ -38,6 +38,8 @@ def _micro(kernel: str, fmt: str, info: Any) -> MicroKernel:
 BACKEND = CompilerBackend(
     name="hip", description="HIP C -> AMD code object through hipRTC (source-tested only here)",
     drivers=("hip",), formats=("hip-hsaco-v1",), generate=_generate,
-    target_option="hip-target", target_aliases=("rocm-target",), default_target=_default_target,
+    aliases=("rocm",), target_option="hip-target",
+    target_aliases=("rocm-target", "iree-rocm-target", "iree-rocm-target-chip", "iree-hip-target"),
+    default_target=_default_target,
     micro_binary=_micro, micro_kernels=_MICRO,
     variant_targets=lambda target: [("hip-hsaco-v1", target.arch)])

@@ -29,7 +29,7 @@ def _micro(kernel: str, fmt: str, info: Any) -> MicroKernel:
 
 
 BACKEND = CompilerBackend(
-    name="local", description="NumPy kernels on the host (the correctness oracle)",
+    name="local", description="NumPy kernels on the host (the correctness oracle)", aliases=("llvm-cpu",),
     drivers=("local-sync", "local-task"), formats=("local-v1",), generate=_generate,
     micro_binary=_micro, micro_kernels=_MICRO,
     variant_targets=lambda target: [("local-v1", "host")])

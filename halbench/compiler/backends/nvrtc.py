@@ -173,7 +173,8 @@ def compile_hip(source: str, *, arch: str = "gfx942", name: str = "kernel",
     try:
         err, prog = hiprtc.hiprtcCreateProgram(source.encode(), f"{name}.hip".encode(), 0, None, None)
     except RuntimeError as e:  # hip-python dlopens libhiprtc.so on first use
-        raise CompileError(f"hipRTC could not be loaded: {e} (install ROCm)") from e
+        missing = "libhiprtc.so not found" if "cannot open shared object" in str(e) else str(e)
+        raise CompileError(f"hipRTC is not available: {missing} (install ROCm to build HIP code objects)") from e
     if err != ok:
         raise CompileError(f"hiprtcCreateProgram failed for '{name}': {err}")
     try:

@@ -59,8 +59,10 @@ def _variant_targets(target: Any) -> list[tuple[str, str]]:
 
 BACKEND = CompilerBackend(
     name="vulkan", description="GLSL -> SPIR-V 1.6 through glslang; BDA and descriptor ABIs",
+    aliases=("vulkan-spirv",), target_aliases=("iree-vulkan-target",),
     drivers=("vulkan",), formats=tuple(_ABI_FORMATS.values()), generate=_generate,
     target_option="vulkan-target", default_target=_default_target,
     options=(BackendOption("vulkan-dispatch-abi", ("all", "bda", "descriptors"), "all",
-                           "Vulkan executable ABI(s); 'all' emits BDA first, descriptors second."),),
+                           "Vulkan executable ABI(s); 'all' emits BDA first, descriptors second.",
+                           aliases=("iree-vulkan-dispatch-abi",)),),
     micro_binary=_micro, micro_kernels=_MICRO, variant_targets=_variant_targets)

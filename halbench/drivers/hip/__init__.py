@@ -12,6 +12,7 @@ __all__ = ["HipDriver"]
 class HipDriver(Driver):
     name = "hip"
     description = "AMD ROCm HIP through hip-python (code objects, HIP graphs)"
+    aliases = ("rocm",)  # IREE's --device=rocm
     formats = ("hip-hsaco-v1",)
     probe_module = "halbench.probe.hip"
     device_module = "halbench.drivers.hip.device"
