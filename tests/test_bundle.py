@@ -262,3 +262,63 @@ def test_bf16_rounds_to_nearest_even() -> None:
     assert list(f32_to_bf16(x)) == [0x3F80, 0xC020, 0x3F80, 0x3F82, 0x7F80, 0x7FC0]
 
 
+
+
+# -- hostile bundles: bounded reads, linear checks ----------------------------------------
+def _tiny_bundle(tmp_path):
+    import onnx
+    from onnx import TensorProto, helper
+
+    from halbench.bundle import read_bundle
+    from halbench.compiler import CompileOptions, compile_model
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "m.onnx")
+    compile_model(tmp_path / "m.onnx", CompileOptions()).write(tmp_path / "m.hbx")
+    return read_bundle(tmp_path / "m.hbx")
+
+
+def _zip_with(path, members: dict[str, bytes], manifest: dict) -> None:
+    import json
+    import zipfile
+
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("manifest.json", json.dumps(manifest))
+        for n, d in members.items():
+            z.writestr(n, d)
+
+
+def test_a_member_that_inflates_past_its_limit_is_refused_without_reading_it(tmp_path, monkeypatch) -> None:
+    import json
+
+    from halbench.bundle import read_bundle
+    from halbench.bundle.archive import sha256
+
+    pytest.importorskip("onnx")
+    b = _tiny_bundle(tmp_path)
+    doc = json.loads(b.manifest.to_json()) if hasattr(b.manifest, "to_json") else b.manifest.to_dict()
+    exe = next(iter(b.manifest.members))
+    bomb = bytes(64 << 20)  # 64 MiB of zeros: deflates to ~64 KiB
+    doc["members"][exe] = sha256(bomb)
+    members = dict(b.members)
+    members[exe] = bomb
+    _zip_with(tmp_path / "bomb.hbx", members, doc)
+    monkeypatch.setenv("HALBENCH_BUNDLE_MAX_EXECUTABLE_BYTES", str(1 << 20))
+    with pytest.raises(UserError, match="would expand to 67108864 B, more than 1048576 B") as e:
+        read_bundle(tmp_path / "bomb.hbx")
+    assert "\n" not in str(e.value)
+
+
+def test_many_members_are_checked_in_linear_time(tmp_path) -> None:
+    import zipfile
+
+    from halbench.bundle import read_bundle
+
+    with zipfile.ZipFile(tmp_path / "many.hbx", "w") as z:
+        for i in range(20000):
+            z.writestr(f"m/{i}", b"")
+        z.writestr("m/7", b"")
+    with pytest.raises(UserError, match="member m/7 appears twice"):
+        read_bundle(tmp_path / "many.hbx")

@@ -211,3 +211,17 @@ def test_compile_failures_leave_no_file(tmp_path: Path, monkeypatch) -> None:
     _fails(run("compile", "model.onnx", "-o", str(out), "--input-shape", "input=1xax3"),
            "malformed --input-shape 'input=1xax3'")
     assert os.listdir(tmp_path) == []
+
+
+def test_a_raw_input_file_is_read_only_as_far_as_its_prefix_says(tmp_path) -> None:
+    """--input=1x64xf32=@/dev/zero must not read gigabytes: the prefix bounds the read."""
+    import pytest as _pytest
+
+    from halbench.errors import UserError
+    from halbench.runtime.io import parse_input
+
+    with _pytest.raises(UserError, match="has more than 256 B, and the prefix needs 256 B"):
+        parse_input("1x64xf32=@/dev/zero")
+    raw = tmp_path / "x.bin"
+    raw.write_bytes(bytes(256))
+    assert parse_input(f"1x64xf32=@{raw}").shape == (1, 64)

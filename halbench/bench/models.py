@@ -21,8 +21,8 @@ import numpy as np
 
 from halbench import __version__
 from halbench.bench.suite import BenchmarkSpec
-from halbench.compiler.backends.glslang import cache_dir
 from halbench.errors import UserError
+from halbench.tools import cache_dir
 
 __all__ = ["PreparedModel", "compile_cached", "prepare_model"]
 

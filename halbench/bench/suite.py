@@ -98,14 +98,40 @@ def find_suite(name_or_path: str) -> Path:
                     f"({', '.join(known) or 'none'})")
 
 
+_MAX_SUITE_BYTES = 1 << 20
+_MAX_SUITE_NODES = 100_000
+
+
+def _check_expansion(doc: Any, where: str) -> None:
+    """Refuse a document whose aliases expand past a value budget: YAML shares an aliased value,
+    but everything downstream (validation, the results' copy of the suite) walks it expanded,
+    and a few hundred bytes of nested anchors expand to billions of values ('billion laughs')."""
+    count, stack = 0, [doc]
+    while stack:
+        v = stack.pop()
+        count += 1
+        if count > _MAX_SUITE_NODES:
+            raise UserError(f"{where} expands to more than {_MAX_SUITE_NODES} values (nested YAML aliases?); "
+                            f"write the suite out without them")
+        if isinstance(v, dict):
+            stack.extend(v.keys())
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+
+
 def load_suite(name_or_path: str) -> Suite:
     """Read and check a suite file; every problem is a one-line UserError naming the key."""
     path = find_suite(name_or_path)
+    if path.stat().st_size > _MAX_SUITE_BYTES:
+        raise UserError(f"suite {path} is {path.stat().st_size} B, more than the {_MAX_SUITE_BYTES} B a "
+                        f"suite may have")
     raw = path.read_bytes()
     try:
         doc = yaml.safe_load(raw)
     except yaml.YAMLError as e:
         raise UserError(f"suite {path} is not valid YAML: {str(e).splitlines()[0]}") from None
+    _check_expansion(doc, f"suite {path}")
     if not isinstance(doc, dict):
         raise UserError(f"suite {path} must be a YAML mapping with name, devices, models/micro")
     _check_keys(doc, _SUITE_KEYS, str(path))

@@ -33,6 +33,25 @@ __all__ = ["Bundle", "read_bundle", "sha256", "write_bundle"]
 # A fixed timestamp makes equal bundles byte-identical (compile caches hash them).
 _EPOCH = (1980, 1, 1, 0, 0, 0)
 
+#: Hard limits on what a bundle may make the reader hold (a bundle is untrusted input: a zip
+#: member can claim a small size and inflate to gigabytes). Each can be raised through its
+#: environment variable for a model that truly needs more.
+LIMITS = {
+    "manifest": ("HALBENCH_BUNDLE_MAX_MANIFEST_BYTES", 64 << 20),
+    "executable": ("HALBENCH_BUNDLE_MAX_EXECUTABLE_BYTES", 256 << 20),
+    "total": ("HALBENCH_BUNDLE_MAX_BYTES", 32 << 30),
+    "members": ("HALBENCH_BUNDLE_MAX_MEMBERS", 100_000),
+}
+_CHUNK = 1 << 20
+
+
+def limit(kind: str) -> int:
+    var, default = LIMITS[kind]
+    try:
+        return int(os.environ.get(var, default))
+    except ValueError:
+        raise UserError(f"{var}={os.environ[var]!r} is not a number of bytes") from None
+
 
 def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
@@ -116,13 +135,18 @@ def read_bundle(path: str | os.PathLike[str]) -> Bundle:
                         f"{redo}") from None
     with z:
         names = z.namelist()
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
-            raise UserError(f"bundle {name} is corrupted: member {dupes[0]} appears twice; {redo}")
+        if len(names) > limit("members"):
+            raise UserError(f"bundle {name} has {len(names)} members, more than the {limit('members')} allowed "
+                            f"(HALBENCH_BUNDLE_MAX_MEMBERS); {redo}")
+        seen: set[str] = set()
+        for n in names:  # linear: a 60k-member zip must not take quadratic time
+            if n in seen:
+                raise UserError(f"bundle {name} is corrupted: member {n} appears twice; {redo}")
+            seen.add(n)
         if MANIFEST not in names:
             raise UserError(f"bundle {name} has no {MANIFEST}: it is not a halbench bundle, or it is "
                             f"damaged; {redo}")
-        raw = _read(z, MANIFEST, name)
+        raw = _read(z, MANIFEST, name, limit("manifest"), "HALBENCH_BUNDLE_MAX_MANIFEST_BYTES")
         try:
             doc = json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as e:
@@ -133,10 +157,16 @@ def read_bundle(path: str | os.PathLike[str]) -> Bundle:
         except ManifestError as e:
             raise UserError(f"bundle {name} has an invalid manifest: {e}; {redo}") from None
         members: dict[str, bytes] = {}
+        sizes = _declared_sizes(manifest)
+        budget = limit("total")
         for member, digest in manifest.members.items():
-            if member not in names:
+            if member not in seen:
                 raise UserError(f"bundle {name} is incomplete: member {member} is missing; {redo}")
-            data = _read(z, member, name)
+            # A member may hold only what the manifest declares for it (weights: their exact size).
+            cap = min(sizes.get(member, limit("executable")), budget)
+            data = _read(z, member, name, cap, "the manifest's declared size" if member in sizes
+                         else "HALBENCH_BUNDLE_MAX_EXECUTABLE_BYTES")
+            budget -= len(data)
             if sha256(data) != digest.lower():
                 raise UserError(f"bundle {name} is corrupted: member {member} fails its sha256 check; {redo}")
             members[member] = data
@@ -152,9 +182,30 @@ def read_bundle(path: str | os.PathLike[str]) -> Bundle:
     return bundle
 
 
-def _read(z: zipfile.ZipFile, member: str, name: str) -> bytes:
+def _declared_sizes(manifest: Manifest) -> dict[str, int]:
+    return {w.member: w.nbytes for w in manifest.weights if w.storage == "file" and w.member}
+
+
+def _read(z: zipfile.ZipFile, member: str, name: str, cap: int, why: str) -> bytes:
+    """A member's bytes, read in bounded chunks: never more than ``cap`` (+1 to notice)."""
     try:
-        return z.read(member)
+        info = z.getinfo(member)
+        if info.file_size > cap:
+            raise UserError(f"bundle {name}: member {member} would expand to {info.file_size} B, more than "
+                            f"{cap} B ({why}); recompile it")
+        out = bytearray()
+        with z.open(info) as f:
+            while len(out) <= cap:
+                chunk = f.read(min(_CHUNK, cap + 1 - len(out)))
+                if not chunk:
+                    break
+                out += chunk
+        if len(out) > cap:
+            raise UserError(f"bundle {name}: member {member} expands past {cap} B ({why}), more than its "
+                            f"header says; it is corrupted or hostile; recompile it")
+        return bytes(out)
+    except UserError:
+        raise
     except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, NotImplementedError) as e:
         raise UserError(f"bundle {name} is corrupted: member {member} cannot be read ({e}); "
                         f"recompile it") from None

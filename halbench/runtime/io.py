@@ -115,14 +115,15 @@ def _load_npy(path: str, where: str) -> np.ndarray:
 def _load_file(path: str, shape: tuple[int, ...], dtype: str, where: str) -> np.ndarray:
     want = to_numpy(dtype)
     if not path.endswith(".npy"):  # raw bytes, as IREE reads a .bin
+        nbytes = int(np.prod(shape, dtype=np.int64)) * want.itemsize
         try:
             with open(path, "rb") as f:
-                data = f.read()
+                data = f.read(nbytes + 1)  # never more than the prefix asks for (/dev/zero)
         except OSError as e:
             raise UserError(f"--input {where}: cannot read {path} ({e.strerror})") from None
-        nbytes = int(np.prod(shape, dtype=np.int64)) * want.itemsize
         if len(data) != nbytes:
-            raise UserError(f"--input {where}: {path} has {len(data)} B, and the prefix needs {nbytes} B")
+            size = f"more than {nbytes} B" if len(data) > nbytes else f"{len(data)} B"
+            raise UserError(f"--input {where}: {path} has {size}, and the prefix needs {nbytes} B")
         return np.frombuffer(data, dtype=want.newbyteorder("<")).astype(want).reshape(shape)
     a = _load_npy(path, where)
     try:

@@ -81,3 +81,15 @@ def test_device_patterns_expand_to_available_devices() -> None:
 
 def test_suites_dir_is_the_repository_folder() -> None:
     assert (SUITES_DIR / "smoke.yaml").exists()
+
+
+def test_a_yaml_alias_bomb_is_refused_in_one_line(tmp_path: Path) -> None:
+    lines = ['a: &a ["x","x","x","x","x","x","x","x","x"]']
+    for prev, cur in zip("abcdefgh", "bcdefghi"):
+        lines.append(f"{cur}: &{cur} [{','.join(['*' + prev] * 9)}]")
+    p = tmp_path / "bomb.yaml"
+    p.write_text("\n".join(lines) + "\n")
+    assert p.stat().st_size < 600
+    with pytest.raises(UserError, match="expands to more than 100000 values") as e:
+        load_suite(str(p))
+    assert "\n" not in str(e.value)

