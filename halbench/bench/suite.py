@@ -28,18 +28,13 @@ from typing import Any
 
 import yaml
 
+from halbench.bench.suite_schema import validate_doc
 from halbench.errors import UserError
 
 __all__ = ["BenchmarkSpec", "Settings", "Suite", "find_suite", "load_suite"]
 
 SUITES_DIR = Path(__file__).resolve().parents[2] / "suites"
 
-_SETTING_KEYS = {"warmup", "min_time_s", "min_samples", "max_samples", "repetitions", "tolerance",
-                 "max_time_s"}
-_MODEL_KEYS = {"name", "zoo", "path", "batch", "seq", "inputs", "input_shapes", "weights",
-               "devices", "settings", "dtype", "description", "options"}
-_MICRO_KEYS = {"name", "kind", "params", "devices", "settings", "description"}
-_SUITE_KEYS = {"name", "description", "devices", "settings", "gate", "models", "micro"}
 
 
 @dataclass(frozen=True)
@@ -52,12 +47,12 @@ class Settings:
     repetitions: int = 1
     tolerance: float = 1e-4
 
-    def merged(self, overrides: dict[str, Any] | None, where: str) -> Settings:
-        if not overrides:
+    def merged(self, overrides: Any) -> Settings:
+        """These settings with the validated overrides (a SettingsModel) applied."""
+        if overrides is None:
             return self
-        _check_keys(overrides, _SETTING_KEYS, where)
-        d = {**self.__dict__, **overrides}
-        return Settings(**{k: type(getattr(self, k))(v) for k, v in d.items()})
+        given = overrides.model_dump(exclude_none=True)
+        return Settings(**{**self.__dict__, **{k: type(getattr(self, k))(v) for k, v in given.items()}})
 
 
 @dataclass(frozen=True)
@@ -132,58 +127,33 @@ def load_suite(name_or_path: str) -> Suite:
     except yaml.YAMLError as e:
         raise UserError(f"suite {path} is not valid YAML: {str(e).splitlines()[0]}") from None
     _check_expansion(doc, f"suite {path}")
-    if not isinstance(doc, dict):
-        raise UserError(f"suite {path} must be a YAML mapping with name, devices, models/micro")
-    _check_keys(doc, _SUITE_KEYS, str(path))
-    settings = Settings().merged(doc.get("settings"), f"{path}: settings")
-    devices = _str_list(doc.get("devices", ["*"]), f"{path}: devices")
-    gate = dict(doc.get("gate") or {})
-    _check_keys(gate, {"threshold", "noise_floor_ms", "overrides", "alpha"}, f"{path}: gate")
+    sd = validate_doc(doc, f"suite {path}")
+    settings = Settings().merged(sd.settings)
+    devices = _devices(sd.devices)
     specs: list[BenchmarkSpec] = []
-    for i, m in enumerate(doc.get("models") or []):
-        where = f"{path}: models[{i}]"
-        if not isinstance(m, dict) or "name" not in m:
-            raise UserError(f"{where} needs a name")
-        _check_keys(m, _MODEL_KEYS, where)
-        if ("zoo" in m) == ("path" in m):
-            raise UserError(f"{where} ({m['name']}) needs exactly one of zoo: or path:")
-        params = {k: v for k, v in m.items() if k not in ("name", "devices", "settings")}
-        if "path" in m and not Path(m["path"]).is_absolute():
-            params["path"] = str((path.parent / m["path"]).resolve())
-        specs.append(BenchmarkSpec(str(m["name"]), "model",
-                                   settings.merged(m.get("settings"), where),
-                                   _str_list(m.get("devices", devices), f"{where}: devices"), params))
-    for i, m in enumerate(doc.get("micro") or []):
-        where = f"{path}: micro[{i}]"
-        if not isinstance(m, dict) or "name" not in m or "kind" not in m:
-            raise UserError(f"{where} needs a name and a kind")
-        _check_keys(m, _MICRO_KEYS, where)
-        from halbench.bench.micro import KINDS
-
-        if m["kind"] not in KINDS:
-            raise UserError(f"{where}: unknown kind '{m['kind']}'; known: {', '.join(KINDS)}")
-        specs.append(BenchmarkSpec(str(m["name"]), "micro", settings.merged(m.get("settings"), where),
-                                   _str_list(m.get("devices", devices), f"{where}: devices"),
-                                   {"kind": m["kind"], "params": dict(m.get("params") or {})}))
+    for m in sd.models:
+        params = m.model_dump(exclude_none=True, exclude={"name", "devices", "settings"})
+        if m.path and not Path(m.path).is_absolute():
+            params["path"] = str((path.parent / m.path).resolve())
+        specs.append(BenchmarkSpec(m.name, "model", settings.merged(m.settings),
+                                   _devices(m.devices) if m.devices is not None else devices, params))
+    for m in sd.micro:
+        specs.append(BenchmarkSpec(m.name, "micro", settings.merged(m.settings),
+                                   _devices(m.devices) if m.devices is not None else devices,
+                                   {"kind": m.kind, "params": dict(m.params or {})}))
     names = [s.name for s in specs]
-    dup = {n for n in names if names.count(n) > 1}
+    dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
-        raise UserError(f"suite {path}: benchmark names must be unique; repeated: {', '.join(sorted(dup))}")
+        raise UserError(f"suite {path}: benchmark names must be unique; repeated: {', '.join(dup)}")
     if not specs:
         raise UserError(f"suite {path} has no models and no micro benchmarks")
-    return Suite(str(doc.get("name") or path.stem), str(doc.get("description") or ""), str(path),
-                 hashlib.sha256(raw).hexdigest(), tuple(devices), settings, gate, tuple(specs))
+    for s in specs:
+        if s.settings.max_samples < s.settings.min_samples:
+            raise UserError(f"suite {path}: {s.name}: max_samples {s.settings.max_samples} is below "
+                            f"min_samples {s.settings.min_samples}")
+    return Suite(sd.name or path.stem, sd.description or "", str(path), hashlib.sha256(raw).hexdigest(),
+                 devices, settings, sd.gate.model_dump(), tuple(specs))
 
 
-def _check_keys(d: dict[str, Any], allowed: set[str], where: str) -> None:
-    bad = sorted(set(d) - allowed)
-    if bad:
-        raise UserError(f"{where}: unknown key(s) {', '.join(bad)}; allowed: {', '.join(sorted(allowed))}")
-
-
-def _str_list(v: Any, where: str) -> tuple[str, ...]:
-    if isinstance(v, str):
-        v = [v]
-    if not isinstance(v, (list, tuple)) or not all(isinstance(x, str) for x in v):
-        raise UserError(f"{where} must be a list of strings")
-    return tuple(v)
+def _devices(v: list[str] | str) -> tuple[str, ...]:
+    return (v,) if isinstance(v, str) else tuple(v)

@@ -36,7 +36,7 @@ import numpy as np
 from halbench.errors import UserError
 from halbench.hal import Device, Profile
 
-__all__ = ["KINDS", "MicroBenchmark", "Sample", "Unsupported", "prepare_micro"]
+__all__ = ["KINDS", "MicroBenchmark", "Sample", "Unsupported", "param_names", "prepare_micro"]
 
 KINDS = ("bandwidth-copy", "bandwidth-triad", "fma-f32", "fma-f16", "dot-int8", "matrix-f16",
          "matrix-bf16", "latency-dispatch", "latency-replay", "transfer-h2d", "transfer-d2h")
@@ -58,6 +58,11 @@ _DEFAULTS: dict[str, dict[str, Any]] = {
     "transfer-h2d": {"bytes": 64 << 20},
     "transfer-d2h": {"bytes": 64 << 20},
 }
+
+
+def param_names(kind: str) -> tuple[str, ...]:
+    """The parameters a micro kind takes (a suite naming another is refused)."""
+    return tuple(_DEFAULTS[kind])
 
 
 class Unsupported(UserError):
