@@ -32,7 +32,7 @@ if [ "${1:-}" != quick ]; then
   $py -m halbench report "$OUT/peaks.json" "$OUT/models.json" -o "$OUT/report.html" 2>&1 | tail -2
   $py - "$OUT/peaks.json" "$OUT/models.json" <<'PY'
 import json, sys, numpy as np
-print(f"{'benchmark':24} {'device':10} {'status':7} {'median ms':>10} {'rate':>16}")
+print(f"{'benchmark':24} {'device':10} {'status':7} {'median ms':>10} {'rate':>16} format")
 for b in [b for f in sys.argv[1:] for b in json.load(open(f))["benchmarks"]]:
     s = b["samples"]["device_ms"]; m = b["metrics"]
     med = float(np.median(s)) if s else float("nan")
@@ -40,6 +40,6 @@ for b in [b for f in sys.argv[1:] for b in json.load(open(f))["benchmarks"]]:
     if s and m.get("bytes"): rate = f"{m['bytes'] / med / 1e6:.0f} GB/s"
     if s and m.get("flops"): rate = f"{m['flops'] / med / 1e9:.1f} TFLOP/s"
     if s and "latency" in b["name"]: rate = f"{np.median(b['samples']['host_ms']) * 1e3:.1f} us host"
-    print(f"{b['name']:24} {b['device']:10} {b['status']:7} {med:10.4f} {rate:>16} {b['error'] or ''}"[:160])
+    print(f"{b['name']:24} {b['device']:10} {b['status']:7} {med:10.4f} {rate:>16} {b.get('format') or ''} {b['error'] or ''}"[:170])
 PY
 fi
