@@ -16,7 +16,9 @@ Outputs print as iree-run-module prints them (``result[0]: hal.buffer_view`` the
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from typing import Any
 
 import numpy as np
@@ -119,10 +121,13 @@ def _load_file(path: str, shape: tuple[int, ...], dtype: str, where: str) -> np.
         try:
             with open(path, "rb") as f:
                 data = f.read(nbytes + 1)  # never more than the prefix asks for (/dev/zero)
+                st = os.fstat(f.fileno())
         except OSError as e:
             raise UserError(f"--input {where}: cannot read {path} ({e.strerror})") from None
         if len(data) != nbytes:
-            size = f"more than {nbytes} B" if len(data) > nbytes else f"{len(data)} B"
+            regular = stat.S_ISREG(st.st_mode)
+            size = f"{st.st_size if regular else len(data)} B" if regular or len(data) <= nbytes \
+                else f"more than {nbytes} B"
             raise UserError(f"--input {where}: {path} has {size}, and the prefix needs {nbytes} B")
         return np.frombuffer(data, dtype=want.newbyteorder("<")).astype(want).reshape(shape)
     a = _load_npy(path, where)
