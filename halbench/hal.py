@@ -729,6 +729,8 @@ class Driver(ABC):
         info = where if isinstance(where, DeviceInfo) else self.select(where)
         dev = self._open(info)
         dev.driver = self
+        if not dev.formats:  # a device that offers no subset loads every format of its driver
+            dev.formats = self.formats
         return dev
 
     def select(self, where: "str | DeviceURI" = "") -> "DeviceInfo":

@@ -30,6 +30,8 @@ _BUILTIN: dict[str, tuple[str, str]] = {
              "NVIDIA CUDA through cuda-python's driver API (cubin / PTX, CUDA graphs)"),
     "hip": ("halbench.drivers.hip:HipDriver",
             "AMD ROCm HIP through hip-python (code objects)"),
+    "webgpu": ("halbench.drivers.webgpu:WebGpuDriver",
+               "WebGPU through wgpu-py / wgpu-native (WGSL; Vulkan, Metal or D3D12 underneath)"),
     "local-sync": ("halbench.drivers.local:LocalSyncDriver",
                    "Host CPU, inline on the calling thread (NumPy kernels; the reference)"),
     "local-task": ("halbench.drivers.local:LocalTaskDriver",

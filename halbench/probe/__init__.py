@@ -1,6 +1,6 @@
 """Read-only device discovery: one probe per API, one DeviceInfo tree, two renderers.
 
-``vulkan``, ``cuda``, ``hip`` and ``cpu`` each expose ``query_devices()`` (cached per process;
+``vulkan``, ``cuda``, ``hip``, ``webgpu`` and ``cpu`` each expose ``query_devices()`` (cached per process;
 ``cpu.query_devices(driver_name)``) and raise DriverUnavailable with the reason when their API
 library is missing. Importing this package loads no GPU API: each probe imports its binding
 inside its functions.
@@ -17,7 +17,6 @@ def clear_caches() -> None:
     """Forget every cached probe result (tests; a long-lived process after a driver change)."""
     import sys
 
-    for name in ("vulkan", "cuda", "hip"):
-        module = sys.modules.get(f"halbench.probe.{name}")
-        if module is not None:
+    for name, module in list(sys.modules.items()):
+        if name.startswith("halbench.probe.") and hasattr(module, "clear_cache"):
             module.clear_cache()

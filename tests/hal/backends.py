@@ -51,6 +51,7 @@ BACKENDS = (
     Backend("cuda://", "cuda-cubin-v1", "kernels_cuda"),
     Backend("cuda://", "cuda-ptx-v1", "kernels_cuda"),
     Backend("hip://", "hip-hsaco-v1", "kernels_hip"),
+    Backend("webgpu://", "webgpu-wgsl-v1", "kernels_webgpu"),
     Backend("local-sync://", "local-v1", "kernels_local"),
     Backend("local-task://", "local-v1", "kernels_local"),
 )

@@ -8,7 +8,6 @@ import pytest
 
 import halbench
 from halbench.errors import DriverUnavailable, UserError
-
 from tests.hal.backends import BACKENDS, UNSUPPORTED, Backend
 
 _devices: dict[str, object] = {}

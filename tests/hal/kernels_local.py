@@ -11,9 +11,9 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from halbench.kernels.format import local_binary, register_kernel
 from halbench.errors import UserError
 from halbench.hal import EntryPoint, ExecutableBinary
+from halbench.kernels.format import local_binary, register_kernel
 
 __all__ = ["build"]
 

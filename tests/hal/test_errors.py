@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import halbench
-from halbench.errors import UserError
 from halbench.drivers import known_formats
+from halbench.errors import UserError
 from halbench.hal import EntryPoint, ExecutableBinary
 from tests.hal.util import TIMEOUT_S, f32_bits, record, run
 

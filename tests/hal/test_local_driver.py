@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 
 import halbench
+from halbench.errors import DriverError, UserError, WaitTimeout
+from halbench.hal import EntryPoint, ExecutableBinary
 from halbench.kernels.format import (
     get_kernel,
     local_binary,
@@ -16,8 +18,6 @@ from halbench.kernels.format import (
     registered_kernels,
     workgroup_xyz,
 )
-from halbench.errors import DriverError, UserError, WaitTimeout
-from halbench.hal import EntryPoint, ExecutableBinary
 from tests.hal import kernels_local  # noqa: F401  (registers the test.* kernels)
 from tests.hal.util import TIMEOUT_S, record
 
