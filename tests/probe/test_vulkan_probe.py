@@ -8,7 +8,11 @@ import re
 from halbench.probe import vulkan
 from halbench.probe.info import DeviceInfo, QueueFamily
 from halbench.probe.vulkan_decode import (
-    TIER_VULKAN_1_3, decode_api_version, decode_driver_version, evaluate_device_tier, evaluate_tier,
+    TIER_VULKAN_1_3,
+    decode_api_version,
+    decode_driver_version,
+    evaluate_device_tier,
+    evaluate_tier,
     opportunities,
 )
 

@@ -30,7 +30,7 @@ from halbench.errors import UserError
 __all__ = ["BackendOption", "CompilerBackend", "backends", "backend", "backend_for_driver",
            "api_names", "Unsupported"]
 
-_BUILTIN = ("local", "vulkan", "cuda", "hip")
+_BUILTIN = ("local", "vulkan", "cuda", "hip", "webgpu")
 
 
 class Unsupported(UserError):

@@ -1,0 +1,96 @@
+"""Every zoo model and every single-op case on webgpu:// (wgpu over lavapipe in CI) against
+the local oracle and onnxruntime: the WGSL back end (codegen/wgsl.py) runs the same kernel
+plans as the other GPU back ends.
+
+A model is compiled once for ("webgpu", "local") and the same bundle runs on webgpu:// and on
+local-sync://; f32 outputs must agree within 1e-4 relative.
+"""
+
+from __future__ import annotations
+
+import zlib
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+from tests.compiler.helpers import onnx_reference, rel_err, run_local
+from tests.compiler.onnx_cases import CASES
+
+pytest.importorskip("onnxruntime")
+pytest.importorskip("iree.compiler")
+pytest.importorskip("wgpu")
+zoo = pytest.importorskip("halbench.bench.zoo")
+
+TOLERANCE = 1e-4
+
+MODELS = [
+    ("tiny-mlp", "file"),
+    ("tiny-cnn", "file"),
+    ("tiny-bert", "file"),
+    ("mobilenetv2", "file"),
+    pytest.param("resnet50", "random", marks=pytest.mark.slow),
+    ("minilm-l6", "random"),
+]
+
+#: Op cases WGSL cannot express, with the reason (the list can only shrink: a listed case that
+#: passes fails the run).
+UNSUPPORTED: dict[str, str] = {}
+
+
+@pytest.fixture(scope="module")
+def webgpu() -> str:
+    import halbench
+
+    try:
+        halbench.create_device("webgpu://").close()
+    except Exception as e:  # noqa: BLE001 - no WebGPU adapter here: skip with the reason
+        pytest.skip(f"no WebGPU device: {e}")
+    return "webgpu://"
+
+
+def compile_for_webgpu(path: Path, tmp: Path, **options: object) -> Path:
+    from halbench.compiler import CompileOptions, compile_model
+
+    bundle = tmp / (path.stem + ".hbx")
+    compile_model(path, CompileOptions(target_devices=("webgpu", "local"), **options)).write(bundle)
+    return bundle
+
+
+def assert_close(out: list[np.ndarray], ref: list[np.ndarray], what: str) -> None:
+    assert len(out) == len(ref)
+    for o, r in zip(out, ref):
+        assert o.shape == r.shape, what
+        if np.issubdtype(r.dtype, np.floating):
+            assert np.isfinite(o).all() == np.isfinite(r).all(), what
+            assert rel_err(o, r) <= TOLERANCE, f"{what}: relative error {rel_err(o, r):.2e}"
+        else:
+            np.testing.assert_array_equal(o, r, err_msg=what)
+
+
+@pytest.mark.parametrize("name, weights", MODELS)
+def test_zoo_model_on_webgpu_matches_local(name: str, weights: str, webgpu: str, tmp_path: Path) -> None:
+    path = tmp_path / f"{name}.onnx"
+    zoo.save(name, str(path))
+    feeds = zoo.make_inputs(name)
+    bundle = compile_for_webgpu(path, tmp_path, weights=weights)
+    out, ref = run_local(bundle, feeds, webgpu), run_local(bundle, feeds, "local-sync://")
+    assert all(np.any(r != 0) for r in ref)
+    assert_close(out, ref, f"{name} on {webgpu}")
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_op_on_webgpu_matches_oracle(name: str, webgpu: str, tmp_path: Path) -> None:
+    model, feeds = CASES[name](np.random.default_rng(zlib.crc32(name.encode())))
+    path = tmp_path / f"{name}.onnx"
+    onnx.save(model, path)
+    if name in UNSUPPORTED:
+        with pytest.raises(Exception):
+            out = run_local(compile_for_webgpu(path, tmp_path), feeds, webgpu)
+            assert_close(out, onnx_reference(path, feeds), name)
+        return
+    bundle = compile_for_webgpu(path, tmp_path)
+    out = run_local(bundle, feeds, webgpu)
+    assert_close(out, run_local(bundle, feeds, "local-sync://"), f"{name} against local-sync://")
+    assert_close(out, onnx_reference(path, feeds), f"{name} against onnxruntime")
