@@ -46,9 +46,10 @@ def adapters() -> list[Any]:
 
 
 def _probe() -> list[DeviceInfo]:
+    found = adapters()  # DriverUnavailable when wgpu cannot be imported
     import wgpu
 
-    return [_info(i, a, wgpu.__version__) for i, a in enumerate(adapters())]
+    return [_info(i, a, wgpu.__version__) for i, a in enumerate(found)]
 
 
 _cache = ProbeCache(lambda: _probe())

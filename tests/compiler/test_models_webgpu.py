@@ -94,3 +94,44 @@ def test_op_on_webgpu_matches_oracle(name: str, webgpu: str, tmp_path: Path) -> 
     out = run_local(bundle, feeds, webgpu)
     assert_close(out, run_local(bundle, feeds, "local-sync://"), f"{name} against local-sync://")
     assert_close(out, onnx_reference(path, feeds), f"{name} against onnxruntime")
+
+
+# -- element types WGSL does not store natively: packed in 32-bit words ------------------------
+def _cast_model(to: int, shape: tuple[int, ...], via: str = "Cast") -> onnx.ModelProto:
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))
+    y = helper.make_tensor_value_info("y", to, list(shape))
+    if via == "Cast":
+        nodes = [helper.make_node("Cast", ["x"], ["y"], to=to)]
+    else:  # a comparison: bool out
+        zero = helper.make_tensor("z", TensorProto.FLOAT, [], [0.0])
+        nodes = [helper.make_node("Constant", [], ["zero"], value=zero), helper.make_node("Greater", ["x", "zero"], ["y"])]
+    return helper.make_model(helper.make_graph(nodes, "g", [x], [y]), opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("to, via", [
+    (onnx.TensorProto.INT8, "Cast"), (onnx.TensorProto.UINT8, "Cast"),
+    (onnx.TensorProto.INT64, "Cast"), (onnx.TensorProto.FLOAT16, "Cast"), (onnx.TensorProto.BOOL, "Greater"),
+])
+def test_packed_and_wide_element_types(to: int, via: str, webgpu: str, tmp_path: Path) -> None:
+    """Odd sizes, so that neighbouring threads write bytes of one word at once: every byte must
+    survive the others' atomic read-modify-writes."""
+    shape = (7, 13)
+    path = tmp_path / "cast.onnx"
+    onnx.save(_cast_model(to, shape, via), path)
+    x = (np.random.default_rng(to).standard_normal(shape) * 60).astype(np.float32)
+    if to == onnx.TensorProto.UINT8:
+        # below 128: the importer treats u8 as i8 today (the conformance issue's "uint8 as int8"),
+        # which is wrong on every backend alike and not what this test is about
+        x = np.abs(x) % 127
+    feeds = {"x": x}
+    bundle = compile_for_webgpu(path, tmp_path)
+    out = run_local(bundle, feeds, webgpu)
+    ref = run_local(bundle, feeds, "local-sync://")
+    assert out[0].dtype == ref[0].dtype
+    if to == onnx.TensorProto.FLOAT16:
+        np.testing.assert_allclose(out[0].astype(np.float32), ref[0].astype(np.float32), rtol=1e-3)
+    else:
+        np.testing.assert_array_equal(out[0], ref[0])
+    np.testing.assert_array_equal(ref[0], onnx_reference(path, feeds)[0])
