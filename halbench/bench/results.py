@@ -32,10 +32,8 @@ __all__ = [
     "write_results",
 ]
 
-#: The version this halbench writes. Bump it together with a migration in MIGRATIONS.
-SCHEMA_VERSION = 1
-KIND = "halbench-results"
-STATUSES = ("ok", "wrong", "error", "skipped")
+from halbench.bench.schema import KIND, SCHEMA_VERSION, STATUSES  # noqa: E402  (one definition)
+
 BENCHMARK_KINDS = ("model", "micro")
 
 

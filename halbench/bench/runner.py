@@ -16,6 +16,7 @@ import sys
 import time
 import uuid as _uuid
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,16 @@ import numpy as np
 
 from halbench import __version__
 from halbench.bench.environment import read_environment
+from halbench.bench.schema import (
+    BenchmarkResult,
+    Correctness,
+    DispatchStat,
+    Metrics,
+    ResultsDoc,
+    RunInfo,
+    Samples,
+    Timing,
+)
 from halbench.bench.stats import Stats, noisy_warning
 from halbench.bench.suite import BenchmarkSpec, Settings, Suite
 from halbench.errors import DeviceLost, HalbenchError
@@ -47,25 +58,22 @@ def sample_loop(run: Callable[[], Any], s: Settings) -> list[Any]:
     return samples
 
 
-def dispatch_stats(profiles: list[Any], infos: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def dispatch_stats(profiles: list[Any], infos: list[dict[str, Any]]) -> tuple[DispatchStat, ...]:
     """Per-dispatch device-time statistics over the samples' profiles (ms), with flops/bytes."""
     if not profiles or profiles[0] is None:
-        return []
+        return ()
     n = len(profiles[0].dispatches)
     out = []
     for i in range(n):
         ms = np.array([p.dispatches[i].duration_ns / 1e6 for p in profiles if len(p.dispatches) > i])
         last = profiles[-1].dispatches[i]
         info = infos[i] if i < len(infos) else {}
-        out.append({
-            "index": i, "name": info.get("name", last.entry),
-            "flops": info.get("flops"), "bytes": info.get("bytes"),
-            "device_ms": {"median": float(np.median(ms)), "p10": float(np.percentile(ms, 10)),
-                          "p90": float(np.percentile(ms, 90)), "mean": float(ms.mean()),
-                          "count": int(ms.size)},
-            "trace": {"start_ns": last.start_ns, "end_ns": last.end_ns},
-        })
-    return out
+        out.append(DispatchStat(
+            i, info.get("name", last.entry), info.get("flops"), info.get("bytes"),
+            {"median": float(np.median(ms)), "p10": float(np.percentile(ms, 10)),
+             "p90": float(np.percentile(ms, 90)), "mean": float(ms.mean()), "count": int(ms.size)},
+            {"start_ns": int(last.start_ns), "end_ns": int(last.end_ns)}))
+    return tuple(out)
 
 
 def _git_commit() -> str | None:
@@ -82,10 +90,12 @@ def _now() -> str:
     return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _write(path: Path, results: dict[str, Any]) -> None:
+def _write(path: Path, doc: ResultsDoc) -> dict[str, Any]:
     from halbench.bench.results import write_results
 
-    write_results(path, results)
+    d = doc.to_dict()
+    write_results(path, d)
+    return d
 
 
 def run_suite(suite: Suite, output: str | os.PathLike, *, devices: list[str] | None = None,
@@ -97,16 +107,12 @@ def run_suite(suite: Suite, output: str | os.PathLike, *, devices: list[str] | N
 
     out_path = Path(output)
     started = _now()
-    results: dict[str, Any] = {
-        "schema_version": 1, "kind": "halbench-results",
-        "run": {"id": f"{started.replace(':', '-')}-{_uuid.uuid4().hex[:4]}",
-                "halbench_version": __version__, "git_commit": _git_commit(),
-                "host": {"hostname": socket.gethostname(), "platform": platform.platform(),
-                         "python": platform.python_version(), "cpu": platform.processor() or platform.machine()},
-                "started_at": started, "finished_at": None,
-                "command_line": command_line or list(sys.argv), "suite": suite.to_dict()},
-        "devices": {}, "benchmarks": [], "warnings": [],
-    }
+    run = RunInfo(id=f"{started.replace(':', '-')}-{_uuid.uuid4().hex[:4]}", halbench_version=__version__,
+                  git_commit=_git_commit(),
+                  host={"hostname": socket.gethostname(), "platform": platform.platform(),
+                        "python": platform.python_version(), "cpu": platform.processor() or platform.machine()},
+                  started_at=started, command_line=tuple(command_line or sys.argv), suite=suite.to_dict())
+    device_entries: dict[str, dict[str, Any]] = {}
     specs = [s for s in suite.benchmarks if not only or any(_match(s.name, o) for o in only)]
     from halbench.drivers import resolve_devices
 
@@ -130,20 +136,16 @@ def run_suite(suite: Suite, output: str | os.PathLike, *, devices: list[str] | N
     work = [(rep, p) for rep in range(rounds) for p in pairs if rep < p[0].settings.repetitions]
     bar = _progress(len(work), progress)
     open_devices: dict[str, Any] = {}
-    entries: dict[tuple[str, str], dict[str, Any]] = {}
+    entries: dict[tuple[str, str], BenchmarkResult] = {}
     try:
         for rep, (spec, where, missing_reason) in work:
             uri = where if isinstance(where, str) else where.uri
             bar.set_description(f"{spec.name} @ {uri}" + (f" (repetition {rep + 1})" if rounds > 1 else ""))
-            entry = _run_pair(spec, where, missing_reason, open_devices, results, prepare_micro,
-                              Unsupported, prepare_model)
+            result = _run_pair(spec, where, missing_reason, open_devices, device_entries, prepare_micro,
+                               Unsupported, prepare_model)
             key = (spec.name, uri)
-            if key not in entries:
-                entries[key] = entry
-                results["benchmarks"].append(entry)
-            else:
-                _merge_repetition(entries[key], entry)
-            _write(out_path, results)
+            entries[key] = result if key not in entries else _merge_repetition(entries[key], result)
+            _write(out_path, ResultsDoc(run, device_entries, tuple(entries.values())))
             bar.update(1)
     finally:
         bar.close()
@@ -153,15 +155,14 @@ def run_suite(suite: Suite, output: str | os.PathLike, *, devices: list[str] | N
                     d.close()
                 except HalbenchError:
                     pass
-    results["run"]["finished_at"] = _now()
-    results["warnings"] = _warnings(results)
-    _write(out_path, results)
-    return results
+    benchmarks = tuple(entries.values())
+    doc = ResultsDoc(replace(run, finished_at=_now()), device_entries, benchmarks, tuple(_warnings(benchmarks)))
+    return _write(out_path, doc)
 
 
 def _run_pair(spec: BenchmarkSpec, where: Any, missing_reason: str | None, open_devices: dict[str, Any],
-              results: dict[str, Any], prepare_micro: Callable, unsupported: type,
-              prepare_model: Callable) -> dict[str, Any]:
+              device_entries: dict[str, Any], prepare_micro: Callable, unsupported: type,
+              prepare_model: Callable) -> BenchmarkResult:
     """One repetition of one benchmark on one device, as a results entry (never raises for
     the benchmark's own failure)."""
     from halbench.drivers import create_device
@@ -173,7 +174,7 @@ def _run_pair(spec: BenchmarkSpec, where: Any, missing_reason: str | None, open_
     if dev is None or isinstance(dev, Exception) or dev.lost:
         try:
             dev = create_device(where)
-            results["devices"][uri] = _device_entry(dev.info)
+            device_entries[uri] = _device_entry(dev.info)
         except HalbenchError as e:
             dev = e
         open_devices[uri] = dev
@@ -190,30 +191,24 @@ def _run_pair(spec: BenchmarkSpec, where: Any, missing_reason: str | None, open_
         entry = _entry(spec, uri, "error", str(e))
     except Exception as e:  # a bug in one benchmark must not lose the others
         entry = _entry(spec, uri, "error", f"internal error: {type(e).__name__}: {e}")
-    if entry["status"] == "ok":
-        entry["samples"]["blocks"] = [len(entry["samples"]["device_ms"])]
+    if entry.status == "ok":
+        entry = replace(entry, samples=replace(entry.samples, blocks=(len(entry.samples.device_ms),)))
     return entry
 
 
-def _merge_repetition(first: dict[str, Any], more: dict[str, Any]) -> None:
-    """Fold a later repetition into the benchmark's entry: samples append, one block each.
-    A repetition that failed makes the whole benchmark failed (its samples are dropped, as a
-    failed benchmark has none); per-dispatch statistics stay those of the first repetition."""
-    if first["status"] != "ok":
-        return
-    if more["status"] != "ok":
-        rep = len(first["samples"]["blocks"]) + 1
-        first.update({k: more[k] for k in ("status", "error", "correctness")})
-        first["samples"] = {"device_ms": [], "host_ms": []}
-        first["error"] = f"repetition {rep}: {more['error']}"
-        return
-    s, m = first["samples"], more["samples"]
-    s["device_ms"] += m["device_ms"]
-    s["host_ms"] += m["host_ms"]
-    s["blocks"].append(len(m["device_ms"]))
-    env = more.get("environment") or {}
-    if env.get("after"):
-        first.setdefault("environment", {})["after"] = env["after"]
+def _merge_repetition(first: BenchmarkResult, more: BenchmarkResult) -> BenchmarkResult:
+    """The benchmark's result with a later repetition folded in: samples append, one block each.
+    A repetition that failed makes the whole benchmark failed (a failed benchmark keeps no
+    samples); per-dispatch statistics stay those of the first repetition."""
+    if first.status != "ok":
+        return first
+    if more.status != "ok":
+        rep = len(first.samples.blocks or ()) + 1
+        return first.failed(more.status, f"repetition {rep}: {more.error}", correctness=more.correctness)
+    env = dict(first.environment)
+    if more.environment.get("after"):
+        env["after"] = more.environment["after"]
+    return replace(first, samples=first.samples.appended(more.samples), environment=env)
 
 
 def _device_entry(info: Any) -> dict[str, Any]:
@@ -235,102 +230,87 @@ def _match(name: str, pattern: str) -> bool:
     return fnmatch.fnmatch(name, pattern) or name == pattern
 
 
-def _entry(spec: BenchmarkSpec, uri: str, status: str, error: str | None = None) -> dict[str, Any]:
-    return {"name": spec.name, "kind": spec.kind, "device": uri,
-            "driver": uri.partition("://")[0], "format": None,
-            "status": status, "error": error, "params": _jsonable(spec.params),
-            "compile": {}, "correctness": {"checked": False, "passed": None},
-            "timing": {}, "samples": {"device_ms": [], "host_ms": []}, "metrics": {},
-            "dispatches": [], "environment": {}}
+def _entry(spec: BenchmarkSpec, uri: str, status: str, error: str | None = None) -> BenchmarkResult:
+    return BenchmarkResult(spec.name, spec.kind, uri, uri.partition("://")[0], status, error,
+                           params=_jsonable(spec.params))
 
 
-def _timing(spec: BenchmarkSpec, profiles: list[Any], source: str = "timestamps") -> dict[str, Any]:
+def _timing(spec: BenchmarkSpec, profiles: list[Any], source: str = "timestamps") -> Timing:
     s = spec.settings
     cal = [p for p in profiles if p is not None]
     devs = [p.deviation_ns for p in cal if p.deviation_ns is not None]
-    return {"warmup": s.warmup, "min_time_s": s.min_time_s, "min_samples": s.min_samples,
-            "calibrated": all(p.calibrated for p in cal) if cal else False,
-            "calibration_deviation_ns": float(max(devs)) if devs else None,
-            "total_source": cal[0].total_source if cal else source}
+    return Timing(s.warmup, s.min_time_s, s.min_samples, all(p.calibrated for p in cal) if cal else False,
+                  float(max(devs)) if devs else None, cal[0].total_source if cal else source)
 
 
-def _run_micro(spec: BenchmarkSpec, dev: Any, prepare: Callable, unsupported: type) -> dict[str, Any]:
+def _samples(samples: list[Any]) -> Samples:
+    return Samples(tuple(float(s.device_ms) for s in samples), tuple(float(s.host_ms) for s in samples))
+
+
+def _run_micro(spec: BenchmarkSpec, dev: Any, prepare: Callable, unsupported: type) -> BenchmarkResult:
     entry = _entry(spec, dev.uri, "ok")
     try:
         mb = prepare(spec.params["kind"], dev, spec.params.get("params"))
     except unsupported as e:
-        entry.update(status="skipped", error=str(e))
-        return entry
+        return entry.failed("skipped", str(e))
     try:
-        entry["format"] = mb.format
-        entry["params"] = _jsonable({"kind": mb.kind, **mb.params})
-        entry["environment"] = {"before": read_environment(dev.info)}
+        entry = replace(entry, format=mb.format, params=_jsonable({"kind": mb.kind, **mb.params}))
+        before = read_environment(dev.info)
         samples = sample_loop(mb.run, spec.settings)
-        entry["environment"]["after"] = read_environment(dev.info)
+        env = {"before": before, "after": read_environment(dev.info)}
         corr = mb.check()
         corr.setdefault("reference", "expected values computed on the host")
-        entry["correctness"] = corr
+        entry = replace(entry, correctness=Correctness.from_check(corr), environment=env)
         if corr.get("checked") and not corr.get("passed"):
-            entry.update(status="wrong", error="the microbenchmark's output is wrong")
-            return entry
+            return entry.failed("wrong", "the microbenchmark's output is wrong")
         profiles = [s.profile for s in samples]
-        entry["samples"] = {"device_ms": [s.device_ms for s in samples],
-                            "host_ms": [s.host_ms for s in samples]}
-        entry["metrics"] = {**mb.metrics, "unit": "ms", "items_per_run": 1}
-        entry["timing"] = _timing(spec, profiles, "host")
+        dispatches: tuple[DispatchStat, ...] = ()
         if profiles and profiles[0] is not None:
             name = spec.params["kind"]
             per = {k: v / max(1, len(profiles[0].dispatches)) for k, v in mb.metrics.items()
                    if k in ("flops", "bytes")}
-            entry["dispatches"] = dispatch_stats(profiles, [{"name": name, **per}] * len(profiles[0].dispatches))
-        return entry
+            dispatches = dispatch_stats(profiles, [{"name": name, **per}] * len(profiles[0].dispatches))
+        return replace(entry, samples=_samples(samples), metrics=Metrics(**mb.metrics, items_per_run=1),
+                       timing=_timing(spec, profiles, "host"), dispatches=dispatches)
     finally:
         mb.close()
 
 
-def _run_model(spec: BenchmarkSpec, dev: Any, prepare: Callable) -> dict[str, Any]:
+def _run_model(spec: BenchmarkSpec, dev: Any, prepare: Callable) -> BenchmarkResult:
     entry = _entry(spec, dev.uri, "ok")
     with prepare(spec, dev) as pm:
-        entry["format"] = pm.format
-        entry["compile"] = pm.compile_stats
-        entry["params"] = _jsonable(pm.params)
         corr = pm.check(spec.settings.tolerance)
-        entry["correctness"] = corr
+        entry = replace(entry, format=pm.format, compile=_jsonable(pm.compile_stats), params=_jsonable(pm.params),
+                        correctness=Correctness.from_check(corr))
         if not corr.get("passed"):
-            entry.update(status="wrong",
-                         error=f"output differs from the {corr.get('reference')} reference: relative error "
-                               f"{corr.get('rel_error'):.3g} > tolerance {spec.settings.tolerance:g}")
-            return entry
-        entry["environment"] = {"before": read_environment(dev.info)}
+            return entry.failed("wrong", f"output differs from the {corr.get('reference')} reference: relative "
+                                         f"error {corr.get('rel_error'):.3g} > tolerance {spec.settings.tolerance:g}")
+        before = read_environment(dev.info)
         samples = sample_loop(pm.run, spec.settings)
-        entry["environment"]["after"] = read_environment(dev.info)
+        env = {"before": before, "after": read_environment(dev.info)}
         profiles = [s.profile for s in samples]
-        entry["samples"] = {"device_ms": [s.device_ms for s in samples],
-                            "host_ms": [s.host_ms for s in samples]}
-        entry["metrics"] = {"flops": pm.flops, "bytes": pm.bytes, "unit": "ms",
-                            "items_per_run": pm.items_per_run}
-        entry["timing"] = _timing(spec, profiles)
-        entry["dispatches"] = dispatch_stats(profiles, pm.dispatch_infos)
-        return entry
+        return replace(entry, environment=env, samples=_samples(samples),
+                       metrics=Metrics(flops=pm.flops, bytes=pm.bytes, items_per_run=pm.items_per_run),
+                       timing=_timing(spec, profiles), dispatches=dispatch_stats(profiles, pm.dispatch_infos))
 
 
-def _warnings(results: dict[str, Any]) -> list[str]:
+def _warnings(benchmarks: tuple[BenchmarkResult, ...]) -> list[str]:
     out = []
-    for b in results["benchmarks"]:
-        where = f"{b['name']} @ {b['device']}"
-        dm = b.get("samples", {}).get("device_ms") or []
-        if len(dm) >= 3 and noisy_warning(Stats(dm)):
-            out.append(f"{where}: {noisy_warning(Stats(dm))}")
-        t = b.get("timing") or {}
-        if t and t.get("total_source") == "timestamps" and not t.get("calibrated", True):
+    for b in benchmarks:
+        where = f"{b.name} @ {b.device}"
+        dm = b.samples.device_ms
+        if len(dm) >= 3 and noisy_warning(Stats(list(dm))):
+            out.append(f"{where}: {noisy_warning(Stats(list(dm)))}")
+        t = b.timing
+        if t and t.total_source == "timestamps" and not t.calibrated:
             out.append(f"{where}: device timestamps uncalibrated (durations exact, absolute times not)")
-        env = b.get("environment") or {}
+        env = b.environment
         reasons = set((env.get("before") or {}).get("throttle_reasons", []) +
                       (env.get("after") or {}).get("throttle_reasons", [])) - {"gpu_idle"}
         if reasons:
             out.append(f"{where}: clocks throttled ({', '.join(sorted(reasons))})")
-        if b["status"] in ("error", "wrong"):
-            out.append(f"{where}: {b['status']}: {b['error']}")
+        if b.status in ("error", "wrong"):
+            out.append(f"{where}: {b.status}: {b.error}")
     return out
 
 
