@@ -28,23 +28,53 @@ def _target_apis() -> list[str]:
 
 
 class _Group(click.Group):
-    """Turns a HalbenchError into one line on stderr and exit code 1; bugs keep their traceback."""
+    """Every failure is one line on stderr and a documented exit code: a HalbenchError its own
+    (1, or 2 for "nothing to do"), a file-system error 1, a bug 3. ``--debug`` shows tracebacks."""
 
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
+        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException, SystemExit):
+            raise
         except HalbenchError as e:
+            if ctx.meta.get("halbench.debug"):
+                raise
             click.echo(f"halbench: error: {e}", err=True)
+            sys.exit(e.exit_code)
+        except OSError as e:  # disk full, read-only folder, permission: the user's to fix
+            if ctx.meta.get("halbench.debug"):
+                raise
+            where = f" ({e.filename})" if getattr(e, "filename", None) else ""
+            click.echo(f"halbench: error: {e.strerror or e}{where}", err=True)
             sys.exit(1)
+        except KeyboardInterrupt:
+            click.echo("halbench: interrupted", err=True)
+            sys.exit(130)
+        except Exception as e:  # noqa: BLE001 - a bug: one line, the traceback behind --debug
+            if ctx.meta.get("halbench.debug"):
+                raise
+            click.echo(f"halbench: internal error: {type(e).__name__}: {e} (a bug in halbench; run with "
+                       f"--debug for the traceback)", err=True)
+            sys.exit(3)
+
+
+def _debug(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    ctx.meta["halbench.debug"] = value
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="halbench")
+@click.option("--debug", is_flag=True, expose_value=False, is_eager=True, callback=_debug,
+              help="Show tracebacks instead of one-line errors.")
 def main() -> None:
     """halbench: what a GPU can do, and how fast real ML models run on it.
 
-    Probe Vulkan, CUDA, HIP and CPU devices, run compiled models through halbench's own
-    HAL with device timestamps, and compare results.
+    Probe Vulkan, CUDA, HIP, WebGPU and CPU devices, run compiled models through halbench's
+    own HAL with device timestamps, and compare results.
+
+    Exit codes (every command): 0 success; 1 an error (one line on stderr), a failed
+    benchmark, a regression or a mismatch; 2 unusable input or nothing to do; 3 a bug in
+    halbench (rerun with --debug for its traceback); 130 interrupted.
     """
 
 
@@ -69,21 +99,31 @@ def list_drivers(fmt: str) -> None:
 @main.command("run-suite")
 @click.argument("suite")
 @click.option("-o", "--output", default="results.json", show_default=True,
-              help="Results file (JSON, written atomically; rewritten after every benchmark).")
+              help="Results file (JSON), written atomically when the run ends; finished benchmarks go to "
+                   "OUTPUT.partial as they finish.")
 @click.option("--device", "devices", multiple=True,
               help="Device pattern to run on instead of the suite's (repeatable): vulkan://*, cuda://0, *.")
 @click.option("--only", multiple=True, help="Run only benchmarks whose name matches (glob, repeatable).")
 @click.option("--report", "report_path", default=None, help="Also write an HTML report here.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
+@click.option("--resume", is_flag=True, help="Continue an interrupted run from OUTPUT.partial.")
 def run_suite_cmd(suite: str, output: str, devices: tuple[str, ...], only: tuple[str, ...],
-                  report_path: str | None, no_progress: bool) -> None:
-    """Run a benchmark SUITE (a YAML file, or a shipped suite name: smoke, models, device-peaks)."""
+                  report_path: str | None, no_progress: bool, resume: bool) -> None:
+    """Run a benchmark SUITE (a YAML file, or a shipped suite name: smoke, models, device-peaks).
+
+    Exit codes: 0 every benchmark ran and was correct (a benchmark skipped because its device or
+    a feature is missing here does not count against it); 1 a benchmark errored or computed a
+    wrong result (all others are still measured and written); 2 the suite is unusable or selects
+    nothing (nothing is written)."""
     from halbench.bench.runner import run_suite
     from halbench.bench.suite import load_suite
+    from halbench.files import check_output
 
+    if report_path:
+        check_output(report_path, output, what="report")
     s = load_suite(suite)
     results = run_suite(s, output, devices=list(devices) or None, only=list(only) or None,
-                        progress=not no_progress, command_line=["halbench", *sys.argv[1:]])
+                        progress=not no_progress, command_line=["halbench", *sys.argv[1:]], resume=resume)
     counts: dict[str, int] = {}
     for b in results["benchmarks"]:
         counts[b["status"]] = counts.get(b["status"], 0) + 1
@@ -99,6 +139,8 @@ def run_suite_cmd(suite: str, output: str, devices: tuple[str, ...], only: tuple
 
         write_report([output], report_path)
         click.echo(f"report -> {report_path}")
+    if counts.get("error") or counts.get("wrong"):
+        sys.exit(1)
 
 
 def _probe_all() -> list:
@@ -321,6 +363,9 @@ def compile_cmd(input_path: str, output: str, target_devices: tuple[str, ...], t
     except ImportError as e:
         raise UserError(f"the halbench compiler is not available here ({e}); install halbench[compiler], "
                         f"or compile on another machine and copy the .hbx") from None
+    from halbench.files import check_output
+
+    check_output(output, input_path, what="bundle")
     targets = {k.removeprefix("target__"): v or target_all
                for k, v in per_backend.items() if k.startswith("target__")}
     backend_options = {k.removeprefix("opt__").replace("_", "-"): v
@@ -391,24 +436,31 @@ def gate_cmd(ctx: click.Context, baseline: str, candidate: str, threshold: float
     computes wrong results. Exit 2: unusable input (unreadable files, missing benchmarks,
     mismatched devices), never a silent pass.
     """
-    from pathlib import Path
-
     from halbench.bench.results import read_results
+    from halbench.files import atomic_write, check_output
     from halbench.reports import gate
 
     try:
+        for path, what in ((summary, "summary"), (junit, "JUnit file")):
+            if path:
+                check_output(path, baseline, candidate, what=what)
         report = gate.run_gate(read_results(baseline), read_results(candidate), threshold=threshold,
                                noise_floor_ms=noise_floor_ms,
                                allow_device_mismatch=allow_device_mismatch)
     except HalbenchError as e:  # an unreadable file is unusable input: exit 2, not 1
         report = gate.unusable_report(str(e), baseline=baseline, candidate=candidate,
                                       threshold=threshold, noise_floor_ms=noise_floor_ms)
+    except Exception as e:  # noqa: BLE001 - fail closed: a bug in the gate must never read as a regression
+        report = gate.unusable_report(f"internal error: {type(e).__name__}: {e}", baseline=baseline,
+                                      candidate=candidate, threshold=threshold, noise_floor_ms=noise_floor_ms)
     click.echo(gate.render_text(report))
-    if summary:
-        with open(summary, "a", encoding="utf-8") as f:
-            f.write(gate.render_markdown(report))
+    if summary:  # appended (CI step summaries accumulate): the old text plus this, replaced atomically
+        from pathlib import Path
+
+        old = Path(summary).read_text(encoding="utf-8") if Path(summary).exists() else ""
+        atomic_write(summary, old + gate.render_markdown(report), "summary")
     if junit:
-        Path(junit).write_text(gate.render_junit(report), encoding="utf-8")
+        atomic_write(junit, gate.render_junit(report), "JUnit file")
     ctx.exit(report.exit_code)
 
 
@@ -418,8 +470,10 @@ def gate_cmd(ctx: click.Context, baseline: str, candidate: str, threshold: float
               help="The HTML file to write.")
 def report_cmd(results: tuple[str, ...], output: str) -> None:
     """Write one self-contained HTML report (opens offline) from one or more results files."""
+    from halbench.files import check_output
     from halbench.reports.report import write_report
 
+    check_output(output, *results, what="report")
     path = write_report(list(results), output)
     click.echo(f"wrote {path} ({path.stat().st_size / 1e3:,.0f} kB)")
 
@@ -431,12 +485,12 @@ def report_cmd(results: tuple[str, ...], output: str) -> None:
               help="The Chrome trace-event JSON file to write (open in ui.perfetto.dev).")
 def trace_cmd(results: str, benchmark: str | None, output: str) -> None:
     """Export stored dispatch timings as a Chrome / Perfetto trace: one track per device queue."""
-    from pathlib import Path
-
     from halbench.bench.results import read_results
+    from halbench.files import atomic_write, check_output
     from halbench.reports.trace import to_trace_events
 
+    check_output(output, results, what="trace")
     trace = to_trace_events(read_results(results), benchmark)
-    Path(output).write_text(json.dumps(trace), encoding="utf-8")
+    atomic_write(output, json.dumps(trace), "trace")
     slices = sum(1 for e in trace["traceEvents"] if e.get("cat") == "dispatch")
     click.echo(f"wrote {output} ({slices} dispatch slices)")

@@ -15,11 +15,14 @@ __all__ = [
     "OutOfDeviceMemory",
     "WaitTimeout",
     "CompileError",
+    "NothingToDo",
 ]
 
 
 class HalbenchError(Exception):
-    """Base of every error halbench raises on purpose."""
+    """Base of every error halbench raises on purpose. ``exit_code``: what the CLI exits with."""
+
+    exit_code = 1
 
 
 class UserError(HalbenchError, ValueError):
@@ -59,3 +62,10 @@ class WaitTimeout(HalbenchError, TimeoutError):
 
 class CompileError(HalbenchError):
     """A model or kernel could not be compiled."""
+
+
+class NothingToDo(UserError):
+    """The command selected nothing to run (an ``--only`` that matches nothing, no devices):
+    exit 2, and nothing is written."""
+
+    exit_code = 2

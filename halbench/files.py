@@ -12,7 +12,7 @@ from typing import IO
 
 from halbench.errors import UserError
 
-__all__ = ["atomic_open", "atomic_write"]
+__all__ = ["atomic_open", "atomic_write", "check_output", "exclusive"]
 
 
 def _umask() -> int:
@@ -54,3 +54,45 @@ def atomic_write(path: str | os.PathLike, data: bytes | str, what: str = "file",
     with atomic_open(path, what, make_dirs) as f:
         f.write(data.encode("utf-8") if isinstance(data, str) else data)
     return Path(path)
+
+
+def check_output(path: str | os.PathLike, *inputs: str | os.PathLike, what: str = "output") -> Path:
+    """Refuse, before any work, an output that cannot be written or would destroy an input:
+    a directory, a missing or read-only folder, or the same file as one of ``inputs``."""
+    out = Path(path)
+    if out.is_dir():
+        raise UserError(f"{what} {out} is a directory; name a file (e.g. {out / 'results.json'})")
+    for i in inputs:
+        if i is not None and Path(i).exists() and out.exists() and out.resolve() == Path(i).resolve():
+            raise UserError(f"{what} {out} is also an input: writing it would destroy the input; "
+                            f"choose another output path")
+    folder = out.parent if str(out.parent) else Path(".")
+    if not folder.is_dir():
+        raise UserError(f"cannot write {what} {out}: folder {folder} does not exist")
+    if not os.access(folder, os.W_OK):
+        raise UserError(f"cannot write {what} {out}: folder {folder} is not writable")
+    return out
+
+
+@contextlib.contextmanager
+def exclusive(path: str | os.PathLike, what: str = "output") -> Iterator[None]:
+    """Hold an advisory lock (``PATH.lock``) while writing ``path``: a second writer is refused
+    with one line instead of both overwriting each other."""
+    import fcntl
+
+    lock = Path(f"{os.fspath(path)}.lock")
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError as e:
+        raise UserError(f"cannot lock {what} {path}: {e.strerror}") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            raise UserError(f"another halbench is writing {what} {path} (it holds {lock}); wait for it, "
+                            f"or choose another output") from None
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            lock.unlink()
+        os.close(fd)

@@ -1,8 +1,9 @@
 """The suite runner: per (benchmark, device) prepare, check, warm up, sample, record.
 
 A failure of one benchmark (compile error, wrong result, lost device, timeout) is recorded
-with its error and the suite goes on. Results are written atomically when the run ends, and
-also after every benchmark, so an interrupted run keeps what it measured.
+with its error and the suite goes on. Each finished benchmark goes to the run's journal
+(``journal.py``); the results file is written once, atomically, when the run ends, so an
+interrupted run keeps what it measured and never leaves a half-replaced results file.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import numpy as np
 
 from halbench import __version__
 from halbench.bench.environment import read_environment
+from halbench.bench.journal import Journal
 from halbench.bench.schema import (
     BenchmarkResult,
     Correctness,
@@ -36,7 +38,7 @@ from halbench.bench.schema import (
 )
 from halbench.bench.stats import Stats, noisy_warning
 from halbench.bench.suite import BenchmarkSpec, Settings, Suite
-from halbench.errors import DeviceLost, HalbenchError
+from halbench.errors import DeviceLost, HalbenchError, NothingToDo
 
 __all__ = ["dispatch_stats", "run_suite", "sample_loop"]
 
@@ -100,8 +102,21 @@ def _write(path: Path, doc: ResultsDoc) -> dict[str, Any]:
 
 def run_suite(suite: Suite, output: str | os.PathLike, *, devices: list[str] | None = None,
               only: list[str] | None = None, progress: bool = True,
-              command_line: list[str] | None = None) -> dict[str, Any]:
-    """Run every benchmark of ``suite`` on every matching device and write ``output``."""
+              command_line: list[str] | None = None, resume: bool = False) -> dict[str, Any]:
+    """Run every benchmark of ``suite`` on every matching device and write ``output``.
+
+    ``output`` is checked before any work and written once, atomically, at the end; finished
+    benchmarks go to its journal as they finish (``journal.py``), so an interrupted run loses
+    nothing and ``resume=True`` continues it. A run that selects nothing raises NothingToDo."""
+    from halbench.files import check_output, exclusive
+
+    check_output(output, suite.path, what="results file")
+    with exclusive(output, "results file"):
+        return _run_suite(suite, output, devices, only, progress, command_line, resume)
+
+
+def _run_suite(suite: Suite, output: str | os.PathLike, devices: list[str] | None, only: list[str] | None,
+               progress: bool, command_line: list[str] | None, resume: bool) -> dict[str, Any]:
     from halbench.bench.micro import Unsupported, prepare_micro
     from halbench.bench.models import prepare_model
 
@@ -114,6 +129,9 @@ def run_suite(suite: Suite, output: str | os.PathLike, *, devices: list[str] | N
                   started_at=started, command_line=tuple(command_line or sys.argv), suite=suite.to_dict())
     device_entries: dict[str, dict[str, Any]] = {}
     specs = [s for s in suite.benchmarks if not only or any(_match(s.name, o) for o in only)]
+    if not specs:
+        raise NothingToDo(f"no benchmark of suite {suite.name} matches --only {' '.join(only or [])}; "
+                          f"its benchmarks: {', '.join(b.name for b in suite.benchmarks)}")
     from halbench.drivers import resolve_devices
 
     # (spec, the probed device or the pattern that named no device, why no device). Patterns
@@ -134,30 +152,44 @@ def run_suite(suite: Suite, output: str | os.PathLike, *, devices: list[str] | N
     # samples per repetition (``samples.blocks``), which the gate uses as between-run noise.
     rounds = max((s.settings.repetitions for s, _, _ in pairs), default=1)
     work = [(rep, p) for rep in range(rounds) for p in pairs if rep < p[0].settings.repetitions]
+    if not work:
+        raise NothingToDo(f"suite {suite.name}: nothing to run (no repetitions, or no device pattern)")
+    journal = Journal.open(out_path, suite.sha256, run, resume)
+    run = journal.run or run
+    device_entries = dict(journal.devices)
     bar = _progress(len(work), progress)
     open_devices: dict[str, Any] = {}
     entries: dict[tuple[str, str], BenchmarkResult] = {}
+    finished = False
     try:
         for rep, (spec, where, missing_reason) in work:
             uri = where if isinstance(where, str) else where.uri
-            bar.set_description(f"{spec.name} @ {uri}" + (f" (repetition {rep + 1})" if rounds > 1 else ""))
-            result = _run_pair(spec, where, missing_reason, open_devices, device_entries, prepare_micro,
-                               Unsupported, prepare_model)
             key = (spec.name, uri)
+            result = journal.done.get((rep, spec.name, uri))
+            if result is None:
+                bar.set_description(f"{spec.name} @ {uri}" + (f" (repetition {rep + 1})" if rounds > 1 else ""))
+                result = _run_pair(spec, where, missing_reason, open_devices, device_entries, prepare_micro,
+                                   Unsupported, prepare_model)
+                for u, info in device_entries.items():
+                    journal.device(u, info)
+                journal.result(rep, result)
             entries[key] = result if key not in entries else _merge_repetition(entries[key], result)
-            _write(out_path, ResultsDoc(run, device_entries, tuple(entries.values())))
             bar.update(1)
+        benchmarks = tuple(entries.values())
+        doc = ResultsDoc(replace(run, finished_at=_now()), device_entries, benchmarks,
+                         tuple(_warnings(benchmarks)))
+        written = _write(out_path, doc)
+        finished = True
+        return written
     finally:
         bar.close()
+        journal.close(finished)
         for d in open_devices.values():
             if not isinstance(d, Exception):
                 try:
                     d.close()
                 except HalbenchError:
                     pass
-    benchmarks = tuple(entries.values())
-    doc = ResultsDoc(replace(run, finished_at=_now()), device_entries, benchmarks, tuple(_warnings(benchmarks)))
-    return _write(out_path, doc)
 
 
 def _run_pair(spec: BenchmarkSpec, where: Any, missing_reason: str | None, open_devices: dict[str, Any],

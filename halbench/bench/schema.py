@@ -175,3 +175,21 @@ class ResultsDoc:
         return {"schema_version": SCHEMA_VERSION, "kind": KIND, "run": self.run.to_dict(),
                 "devices": _plain(self.devices), "benchmarks": [b.to_dict() for b in self.benchmarks],
                 "warnings": list(self.warnings)}
+
+
+def result_from_dict(d: Mapping[str, Any]) -> BenchmarkResult:
+    """A BenchmarkResult from its ``to_dict()`` (the run journal's lines; a file already validated)."""
+    s = d.get("samples") or {}
+    c = dict(d.get("correctness") or {})
+    t = d.get("timing") or None
+    m = d.get("metrics") or None
+    return BenchmarkResult(
+        d["name"], d["kind"], d["device"], d["driver"], d["status"], d.get("error"), d.get("format"),
+        dict(d.get("params") or {}), dict(d.get("compile") or {}),
+        Correctness(bool(c.pop("checked", False)), c.pop("passed", None), c),
+        Timing(**t) if t else None,
+        Samples(tuple(s.get("device_ms") or ()), tuple(s.get("host_ms") or ()),
+                tuple(s["blocks"]) if s.get("blocks") is not None else None),
+        Metrics(**m) if m else None,
+        tuple(DispatchStat(**x) for x in d.get("dispatches") or ()),
+        dict(d.get("environment") or {}))
