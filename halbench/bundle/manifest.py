@@ -42,7 +42,7 @@ FORMAT_NAME = "halbench-bundle"
 FORMAT_VERSION = 1
 #: Binding offsets are multiples of this: valid on every device (docs/bundle-format.md).
 BINDING_ALIGNMENT = 256
-BUFFER_KINDS = ("input", "output", "weight", "transient")
+BUFFER_KINDS = ("input", "output", "weight", "transient", "status")
 MANIFEST = "manifest.json"
 
 

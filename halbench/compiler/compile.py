@@ -233,6 +233,15 @@ def _schedule(g: Graph, options: CompileOptions, executables: list[ExecutableDec
         weights.append(WeightDecl(name, bid, w.type.dtype, w.type.shape, "file", member=member))
     if g.transient_nbytes:
         buffer("transient", g.transient_nbytes, "transient", "transient")
+    # Gathers record an out-of-bounds index in a status slot of their own (16 bytes used, one
+    # binding alignment apart; the runtime reads them after each run and names the dispatch):
+    # kernels.Plan.status.
+    from halbench.bundle.manifest import BINDING_ALIGNMENT
+    from halbench.compiler.codegen.kernels import uses_extract
+
+    gathering = [i for i, d in enumerate(g.ops) if uses_extract(d)]
+    if gathering:
+        buffer("status", BINDING_ALIGNMENT * len(gathering), "status", "status")
 
     def where(v: str) -> tuple[int, int]:
         key, off = g.storage[g.root(v)]
@@ -259,6 +268,8 @@ def _schedule(g: Graph, options: CompileOptions, executables: list[ExecutableDec
             pending_w, pending_r = [], []
         pending_r += reads
         pending_w += writes
+        if i in gathering:
+            binds.append(BufferRange(ids["status"], BINDING_ALIGNMENT * gathering.index(i), 16))
         flops, nbytes = g.costs.get(i, (0, 0))
         steps.append(DispatchStep(i, tuple(binds), d.attrs["name"], flops, nbytes))
     copies = []

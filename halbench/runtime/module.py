@@ -44,6 +44,7 @@ class Module:
         self._buffers = buffers
         self._executables = executables
         self._recorded: dict[tuple[str, bool], CommandBuffer] = {}
+        self._status_slots: dict[str, list[Any]] = {}  # function -> its gathers' status slots
         self._lock = threading.Lock()  # one invocation at a time: they share the buffers
         self.closed = False
 
@@ -62,6 +63,8 @@ class Module:
         try:
             for b in m.buffers:
                 buffers[b.id] = device.allocate(b.nbytes, b.kind)
+                if b.kind == "status":  # gathers' out-of-bounds slots start clear
+                    buffers[b.id].write(np.zeros(b.nbytes, np.uint8))
             for w in m.weights:  # uploaded once; weights are never written again
                 buffers[w.buffer].write(bundle.weight(w), w.offset)
             for eid, (decl, variant) in chosen.items():
@@ -115,6 +118,7 @@ class Module:
             self._check_open()
             self._write_inputs(f, arrays)
             self.device.submit(self._recorded[(f.name, False)]).wait(timeout_s)
+            self._check_status(f)
             return self._read_outputs(f)
 
     def profile(self, fn: str | None = None, inputs: Sequence[Any] | Mapping[str, Any] = (),
@@ -135,6 +139,7 @@ class Module:
                 if i >= warmup:
                     profiles.append(sub.profile())
                     host.append(sub.host_done_ns - sub.host_submit_ns)
+            self._check_status(f)
         infos = self._dispatch_infos(f)
         per = tuple(tuple(t.duration_ns for t in p.dispatches) for p in profiles)
         if per and len(per[0]) != len(infos):
@@ -151,6 +156,23 @@ class Module:
             out.append(DispatchInfo(i, s.name or exe_decl.name or v.entry.name, s.executable,
                                     v.entry.name, v.format, s.flops, s.bytes))
         return tuple(out)
+
+    def _check_status(self, f: Function) -> None:
+        """Raise, naming the dispatch and the index, when a gather of ``f`` met an index out of
+        its bounds (the kernel clamped it and recorded it: nothing was read out of bounds)."""
+        slots = self._status_slots.get(f.name)
+        if slots is None:
+            kinds = {b.id: b.kind for b in self.bundle.manifest.buffers}
+            slots = self._status_slots[f.name] = [(s, r) for s in f.dispatches for r in s.bindings
+                                                  if kinds[r.buffer] == "status"]
+        for s, r in slots:
+            flag, index = (int(x) for x in self._buffers[r.buffer].read(np.uint32, 2, r.offset))
+            if flag:
+                self._buffers[r.buffer].write(np.zeros(2, np.uint32), r.offset)
+                signed = index - (1 << 32) if index >= 1 << 31 else index
+                raise UserError(f"dispatch '{s.name}' of '{f.name}' gathered at index {signed}, outside its "
+                                f"input's bounds, on {self.device.uri}; check the input values "
+                                f"(token ids, indices) against the model's tables")
 
     def _write_inputs(self, f: Function, arrays: list[np.ndarray]) -> None:
         for spec, a in zip(f.inputs, arrays):

@@ -80,6 +80,8 @@ def _render(plan: Plan, d: Any, g: Graph, lang: Lang, header: str) -> str:
         if dt not in _STYPE:
             raise CompileError(f"CUDA codegen does not support element type '{dt}' (value {v})")
         bindings.append({"i": i, "stype": _STYPE[dt], "input": i < len(disp.inputs)})
+    if plan.status:  # the gather bounds status slot (kernels.Plan.status)
+        bindings.append({"i": len(disp.values), "stype": "unsigned int", "input": False})
     # The matrix GEMM needs mma.h (and cuda_bf16.h) on top of the language's header.
     header = "\n".join((header, *plan.ctx.get("includes", ())))
     return render("cuda_module.j2", header=header, name=plan.ctx.get("name", disp.name), wg=plan.workgroup_size,
@@ -105,7 +107,7 @@ def generate_cuda(d: Any, g: Graph, target: Any = None, *, formats: Sequence[str
     plan, src = cuda_source(d, g, tuning=t)
     disp = as_dispatch(d)
     name = re.sub(r"[^A-Za-z0-9_]+", "_", disp.name)
-    entry = EntryPoint("main", len(disp.values), 0, plan.workgroup_size)
+    entry = EntryPoint("main", len(disp.values) + plan.status, 0, plan.workgroup_size)
     out = []
     for fmt in formats:
         try:

@@ -117,6 +117,9 @@ def glsl_sources(d: Any, g: Graph, target: Any = None, abis: Sequence[str] = ("b
                          "vec4": i in plan.vec4, "align": 8 if dt in ("i64", "u64", "f64") else 4,
                          # 16-bit data read 8 at a time keeps its bits in a uvec4 view
                          "vtype": "uvec4" if dt in ("f16", "bf16") else "vec4"})
+    if plan.status:  # the gather bounds status slot (kernels.Plan.status)
+        bindings.append({"i": len(disp.values), "stype": "uint", "access": "writeonly", "vec4": False,
+                         "align": 4, "vtype": "vec4"})
     sources = {}
     for abi in abis:
         sources[abi] = render("glsl_module.j2", abi=abi, name=plan.ctx.get("name", disp.name),
@@ -139,7 +142,7 @@ def generate_vulkan(d: Any, g: Graph, target: Any = None, abi: str = "all", *,
     for a in abis:
         name = re.sub(r"[^A-Za-z0-9_]+", "_", f"{disp.name}_{a}")
         spirv = _compile(sources[a], name, validate)
-        entry = EntryPoint("main", len(disp.values), 0, plan.workgroup_size)
+        entry = EntryPoint("main", len(disp.values) + plan.status, 0, plan.workgroup_size)
         out.append(GpuVariant(ABIS[a], t.name, spirv, entry, plan.workgroups, (), sources[a], "spv"))
     return out
 

@@ -33,7 +33,7 @@ from halbench.compiler.codegen.tuning import (
 from halbench.compiler.ir import Graph, Op
 from halbench.errors import CompileError
 
-__all__ = ["Dispatch", "Plan", "as_dispatch", "plan_dispatch"]
+__all__ = ["Dispatch", "Plan", "as_dispatch", "plan_dispatch", "uses_extract"]
 
 _NEUTRAL = {"add": 0.0, "mul": 1.0, "max": float("-inf"), "min": float("inf")}
 
@@ -74,6 +74,9 @@ class Plan:
     #: functions (return type, name, parameters, body lines) in the shared C subset
     helpers: list[tuple[str, str, str, list[str]]] = field(default_factory=list)
     features: set[str] = field(default_factory=set)
+    #: the kernel takes one more binding after its values: a 2-word status slot (uint32) where
+    #: a gather with an index out of its bounds records 1 and the index (see gather())
+    status: bool = False
 
 
 class _Ctx:
@@ -98,6 +101,18 @@ class _Ctx:
 
     def ld(self, i: int, coords: Sequence[str]) -> str:
         return self.L.load(i, self.dtype(i), lin(self.shape(i), coords))
+
+    def gather(self, i: int, idx: Sequence[str]) -> tuple[list[str], str]:
+        """A load at computed indices, memory-safe: each index is clamped into its dimension, and
+        one that was outside records 1 and its value in the dispatch's status slot (the binding
+        after its values), which the runtime turns into an error naming the dispatch."""
+        self.status = True
+        s = len(self.d.values)
+        guards, clamped = [], []
+        for x, n in zip(idx, self.shape(i)):
+            guards.append(f"if (uint({x}) >= {n}u) {{ B{s}[0] = 1u; B{s}[1] = uint({x}); }}")
+            clamped.append(f"min(max({x}, 0), {n - 1})")
+        return guards, self.ld(i, clamped)
 
     def map_coords(self, m: Any, coord: Any) -> list[str]:
         return [coord(int(r[1])) if r[0] == "d" else str(int(r[1])) for r in m]
@@ -131,8 +146,8 @@ class _Ctx:
             v = ep.inputs[k]
             return self.ld(self.b(v), self.map_coords(a["maps"][k], lambda x: dim_of[x]))
 
-        def extract(k: int, idx: list[str], dtype: str) -> str:
-            return self.ld(self.b(ep.inputs[k]), idx)
+        def extract(k: int, idx: list[str], dtype: str) -> tuple[list[str], str]:
+            return self.gather(self.b(ep.inputs[k]), idx)
 
         body_lines, ys = emit_body(a["body"], self.L, arg, lambda x: dim_of[x], extract, prefix)
         lines += body_lines
@@ -227,8 +242,8 @@ def _plan_generic(c: _Ctx, t: Tuning) -> Plan:
             i = c.b(op.inputs[k])
             return c.ld(i, c.map_coords(maps[k], coord))
 
-        def extract(k: int, idx: list[str], dtype: str) -> str:
-            return c.ld(c.b(op.inputs[k]), idx)
+        def extract(k: int, idx: list[str], dtype: str) -> tuple[list[str], str]:
+            return c.gather(c.b(op.inputs[k]), idx)
 
         body, ys = emit_body(a["body"], c.L, arg, coord, extract, f"v{lane}_")
         lines += body
@@ -285,8 +300,8 @@ def _plan_reduction(c: _Ctx, t: Tuning) -> Plan:
     def arg(k: int, dtype: str) -> str:
         return c.ld(c.b(op.inputs[k]), c.map_coords(maps[k], coord))
 
-    def extract(k: int, idx: list[str], dtype: str) -> str:
-        return c.ld(c.b(op.inputs[k]), idx)
+    def extract(k: int, idx: list[str], dtype: str) -> tuple[list[str], str]:
+        return c.gather(c.b(op.inputs[k]), idx)
 
     body_lines, ys = emit_body(body, c.L, arg, coord, extract, "v")
     accs = [f"acc{k}" for k in range(len(ys))]
@@ -545,6 +560,12 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
 
 def plan_dispatch(d: Any, g: Graph, t: Tuning, lang: Lang) -> Plan:
     """The kernel plan of dispatch ``d`` for target ``t`` in ``lang``."""
+    plan = _plan_kind(d, g, t, lang)
+    plan.status = uses_extract(d)
+    return plan
+
+
+def _plan_kind(d: Any, g: Graph, t: Tuning, lang: Lang) -> Plan:
     disp = as_dispatch(d)
     c = _Ctx(disp, g, lang)
     kind = disp.root.kind
@@ -557,3 +578,14 @@ def plan_dispatch(d: Any, g: Graph, t: Tuning, lang: Lang) -> Plan:
     if kind in ("matmul", "batch_matmul", "conv2d"):
         return _plan_gemm(c, t)
     raise CompileError(f"GPU codegen has no kernel for '{kind}' (dispatch {disp.name})")
+
+
+def uses_extract(d: Any) -> bool:
+    """Whether dispatch ``d`` gathers at computed indices (a body ``extract``): its kernel then
+    takes the status binding (Plan.status), on every backend, the local one included."""
+    disp = as_dispatch(d)
+    for op in (disp.root, disp.epilogue):
+        body = (getattr(op, "attrs", None) or {}).get("body") if op is not None else None
+        if body is not None and any(n.op == "extract" for n in body.nodes):
+            return True
+    return False

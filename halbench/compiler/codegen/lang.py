@@ -147,7 +147,8 @@ def emit_body(body: Any, lang: Lang, arg: Callable[[int, str], str], index: Call
 
     ``arg(k, dtype)`` gives the expression of operand ``k`` at the current point, ``index(d)``
     the current coordinate of iteration dim ``d``, ``extract(k, index_exprs, dtype)`` a gather
-    from captured operand ``k``. Returns (lines, yield expressions).
+    from captured operand ``k`` (an expression, or ``(guard lines, expression)``). Returns
+    (lines, yield expressions).
     """
     lines: list[str] = []
     names: list[str] = []
@@ -157,6 +158,9 @@ def emit_body(body: Any, lang: Lang, arg: Callable[[int, str], str], index: Call
         adt = [nodes[j].dtype for j in n.args]
         t = ctype(n.dtype)
         e = _expr(n, a, adt, t, lang, arg, index, extract)
+        if isinstance(e, tuple):  # an extract with its bounds guard: the guard's lines come first
+            lines += e[0]
+            e = e[1]
         name = f"{prefix}{i}"
         lines.append(f"{t} {name} = {e};")
         names.append(name)

@@ -45,7 +45,11 @@ def dispatch_attrs(d: Op, g: Graph) -> dict[str, Any]:
 
 
 def local_executable(d: Op, g: Graph) -> ExecutableBinary:
-    n = len(d.inputs) + len(d.outputs)
+    # A gathering dispatch takes the status binding on every backend (the schedule binds it);
+    # the NumPy kernels check their indices themselves and leave it alone.
+    from halbench.compiler.codegen.kernels import uses_extract
+
+    n = len(d.inputs) + len(d.outputs) + uses_extract(d)
     ep = EntryPoint("main", bindings=n)
     return local_binary({"main": (kernel_name(d), dispatch_attrs(d, g), ep)}, target="host")
 

@@ -200,6 +200,10 @@ def wgsl_source(d: Any, g: Graph, target: Any = None, tuning: Tuning | None = No
             scope.funcs[f"hb_ld4_{i}"] = (f"hb_ld4_{i}", "vec4<f32>")
             scope.funcs[f"hb_st4_{i}"] = (f"hb_st4_{i}", "")
             scope.vars[f"$params:hb_ld4_{i}"] = "i32"
+    if plan.status:  # the gather bounds status slot (kernels.Plan.status)
+        s = len(disp.values)
+        decls.append(f"@group(0) @binding({s}) var<storage, read_write> B{s}: array<u32>;")
+        scope.arrays[f"B{s}"] = "u32"
     shared = []
     for ct, name, size in plan.shared:
         wt = C_TYPES.get(ct)
@@ -239,7 +243,7 @@ def generate_webgpu(d: Any, g: Graph, target: Any = None, *, validate: bool = Tr
 
         validate_wgsl(src, name=as_dispatch(d).name)
     disp = as_dispatch(d)
-    entry = EntryPoint("main", len(disp.values), 0, plan.workgroup_size)
+    entry = EntryPoint("main", len(disp.values) + plan.status, 0, plan.workgroup_size)
     return [GpuVariant(FORMAT, t.name, src.encode(), entry, plan.workgroups, (), src, "wgsl")]
 
 

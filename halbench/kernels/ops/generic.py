@@ -14,6 +14,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from halbench.errors import UserError
+
 __all__ = ["eval_generic", "operand_view", "BINARY", "UNARY"]
 
 _DT = {"f16": np.float16, "f32": np.float32, "f64": np.float64, "i1": np.bool_, "i8": np.int8,
@@ -112,6 +114,11 @@ def eval_generic(attrs: Mapping[str, Any], inputs: Sequence[np.ndarray],
         elif op == "extract":
             table = np.asarray(inputs[int(value)])
             idx = np.broadcast_arrays(*[np.asarray(vals[a]).astype(np.int64) for a in args])
+            for ix, n in zip(idx, table.shape):  # NumPy would wrap a negative index: refuse it, as GPUs do
+                bad = (ix < 0) | (ix >= n)
+                if bad.any():
+                    raise UserError(f"gathered at index {int(ix[bad].flat[0])}, outside its input's bounds "
+                                    f"(0..{n - 1}); check the input values (token ids, indices)")
             r = table[tuple(idx)]
         elif op in ("cmpf", "cmpi"):
             pred = value
