@@ -95,7 +95,9 @@ class LocalSubmission(Submission):
 
 
 def _failed(device: "Device", error: BaseException) -> DriverError:
-    err = DriverError("local", "KERNEL_FAILED", f"a kernel failed on {device.uri}: {error!r}")
+    # A kernel that refuses its input (a gather out of bounds) says why in its own words.
+    why = str(error) if isinstance(error, UserError) else repr(error)
+    err = DriverError("local", "KERNEL_FAILED", f"a kernel failed on {device.uri}: {why}")
     err.__cause__ = error
     return err
 
