@@ -93,7 +93,8 @@ def migrate(doc: dict[str, Any], *, source: str = "results") -> dict[str, Any]:
 
 
 def _fail(path: str, msg: str) -> None:
-    raise ResultsError(f"{path}: {msg}")
+    # Keys and values come from the file: escape line breaks so the error stays one line.
+    raise ResultsError(f"{path}: {msg}".encode("unicode_escape").decode("ascii"))
 
 
 def _type_name(value: Any) -> str:

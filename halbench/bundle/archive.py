@@ -130,7 +130,7 @@ def read_bundle(path: str | os.PathLike[str]) -> Bundle:
         raise UserError(f"cannot read bundle {path}: it is a directory, not a .hbx file") from None
     except PermissionError:
         raise UserError(f"cannot read bundle {path}: permission denied") from None
-    except (zipfile.BadZipFile, EOFError, OSError):
+    except (zipfile.BadZipFile, EOFError, OSError, NotImplementedError, ValueError):
         raise UserError(f"bundle {name} is not a valid .hbx file (not a zip archive, or truncated); "
                         f"{redo}") from None
     with z:
