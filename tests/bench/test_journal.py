@@ -28,10 +28,16 @@ def _suite(tmp: Path, n: int = 4, extra: str = "") -> Path:
     return p
 
 
+def _default_sigint() -> None:
+    # A shell without job control starts background jobs with SIGINT ignored, and children
+    # inherit that: give the CLI the handler a terminal would.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def _cli(*args: str, **kw) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.Popen([sys.executable, "-m", "halbench", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env, **kw)
+                            stderr=subprocess.PIPE, text=True, env=env, preexec_fn=_default_sigint, **kw)
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:

@@ -26,7 +26,9 @@ def test_compiles_to_cubin_and_ptx(case, arch):
     assert cubin_arch(cubin.payload) == arch and cubin.target == arch
     assert re.search(rf"^\.target {arch}\b", ptx.payload.decode(), re.MULTILINE)
     assert re.search(r"^\.visible \.entry main\(", ptx.payload.decode(), re.MULTILINE)
-    assert cubin.entry.bindings == len(d.inputs) + len(d.outputs) and cubin.entry.constants == 0
+    from halbench.compiler.codegen.kernels import uses_extract
+
+    assert cubin.entry.bindings == len(d.inputs) + len(d.outputs) + uses_extract(d) and cubin.entry.constants == 0
     assert cubin.entry == ptx.entry and cubin.workgroups == ptx.workgroups
 
 

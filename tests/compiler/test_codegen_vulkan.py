@@ -40,6 +40,7 @@ def run_variant(dev, variant, inputs: list[np.ndarray], out_shapes: list[tuple[t
     for shape, dt in out_shapes:
         n = int(np.prod(shape)) * np.dtype(dt).itemsize
         b = dev.allocate(max(n, 16))
+        b.write(np.zeros(max(n, 16), np.uint8))
         outs.append(b)
     cb = dev.command_buffer()
     cb.dispatch(exe, variant.entry.name, variant.workgroups, bufs + outs, list(variant.constants))
@@ -64,8 +65,14 @@ def test_case_matches_oracle(vk, case, abi):
     ref = cc.reference(g, d, inputs)
     (variant,) = generate_vulkan(d, g, "llvmpipe", abi)
     assert variant.format == f"vulkan-spirv-{abi}-v1"
-    assert variant.entry.bindings == len(d.inputs) + len(d.outputs)
-    outs = run_variant(vk, variant, inputs, [(g.types[v].shape, np.float32) for v in d.outputs])
+    from halbench.compiler.codegen.kernels import uses_extract
+
+    status = uses_extract(d)  # a gather takes its bounds status slot as one more binding
+    assert variant.entry.bindings == len(d.inputs) + len(d.outputs) + status
+    out_shapes = [(g.types[v].shape, np.float32) for v in d.outputs] + [((4,), np.uint32)] * status
+    outs = run_variant(vk, variant, inputs, out_shapes)
+    if status:
+        assert outs.pop().tolist() == [0, 0, 0, 0]  # in bounds: nothing recorded
     for o, r in zip(outs, ref):
         assert o.shape == r.shape
         assert np.isfinite(o).all()
