@@ -303,6 +303,8 @@ def read_results(path: str | os.PathLike) -> dict[str, Any]:
     except json.JSONDecodeError as e:
         raise ResultsError(f"{path}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg}); "
                            f"truncated or not a results file?") from None
+    except RecursionError:
+        raise ResultsError(f"{path}: JSON nested too deeply to be a results file") from None
     if not isinstance(doc, dict):
         raise ResultsError(f"{path}: expected a JSON object, got {_type_name(doc)}")
     doc = migrate(doc, source=str(path))

@@ -43,6 +43,8 @@ FORMAT_VERSION = 1
 #: Binding offsets are multiples of this: valid on every device (docs/bundle-format.md).
 BINDING_ALIGNMENT = 256
 BUFFER_KINDS = ("input", "output", "weight", "transient", "status")
+#: No buffer of a bundle may be larger (1 TiB: beyond any device, and beyond what NumPy indexes).
+MAX_BUFFER_BYTES = 1 << 40
 MANIFEST = "manifest.json"
 
 
@@ -134,6 +136,9 @@ class BufferDecl:
                 _get(d, "kind", where, str, "transient"), _get(d, "name", where, str, ""))
         if b.nbytes <= 0:
             raise ManifestError(f"{where} (buffer {b.id}) has nbytes {b.nbytes}; it must be positive")
+        if b.nbytes > MAX_BUFFER_BYTES:
+            raise ManifestError(f"{where} (buffer {b.id}) asks for {b.nbytes} B, more than any device holds "
+                                f"({MAX_BUFFER_BYTES} B)")
         if b.kind not in BUFFER_KINDS:
             raise ManifestError(f"{where} has kind {b.kind!r}; known: {', '.join(BUFFER_KINDS)}")
         return b
@@ -180,6 +185,8 @@ class WeightDecl:
         if storage == "random":
             if w.seed is None:
                 raise ManifestError(f"{where} ('{w.name}') is random but has no seed")
+            if not 0 <= w.seed < 2**63:
+                raise ManifestError(f"{where} ('{w.name}') has seed {w.seed}; seeds are 0 .. 2^63-1")
             _check_init(w.init, f"{where}.init")
         elif storage != "file":
             raise ManifestError(f"{where} ('{w.name}') has storage {storage!r}; known: file, random")

@@ -260,6 +260,7 @@ class _Parser:
         if isinstance(attr, self.ir.DenseElementsAttr):
             d = self.ir.DenseElementsAttr(attr)
             if d.is_splat:
+                _check_constant_size(t)
                 return np.full(t.shape, self._scalar_value(d.get_splat_value()), dtype=dt), None
             try:
                 arr = np.array(d, copy=True)
@@ -613,3 +614,17 @@ def parse_module(module: Any, *, input_names: list[str] | None = None,
 
     with module.context:
         return _Parser(ir, blobs or {}, weight_names or {}).parse(module, input_names, output_names)
+
+
+#: The largest constant the compiler materialises (a splat expands to its full shape here);
+#: HALBENCH_MAX_CONSTANT_BYTES raises it for a model that truly has one this large.
+_MAX_CONSTANT = 4 << 30
+
+
+def _check_constant_size(t: Any) -> None:
+    import os
+
+    limit = int(os.environ.get("HALBENCH_MAX_CONSTANT_BYTES", _MAX_CONSTANT))
+    if t.nbytes > limit:
+        raise CompileError(f"a constant of type {t} needs {t.nbytes / 2**30:.1f} GiB, more than the "
+                           f"{limit / 2**30:.1f} GiB the compiler materialises (HALBENCH_MAX_CONSTANT_BYTES)")

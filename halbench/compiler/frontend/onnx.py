@@ -77,6 +77,11 @@ def prepare_model(model: Any, input_shapes: dict[str, tuple[int, ...]]) -> tuple
         dims = inp.type.tensor_type.shape.dim
         if inp.name in input_shapes:
             shape = tuple(int(s) for s in input_shapes[inp.name])
+            if 0 in shape:
+                # The import pipeline divides by dimensions: a zero one would crash the process
+                # (SIGFPE) inside it. Zero-size tensors are not supported yet: refuse them here.
+                raise UserError(f"input '{inp.name}' has a zero-size dimension ({'x'.join(map(str, shape))}); "
+                                f"halbench compiles non-empty tensors only")
             if len(dims) and len(dims) != len(shape):
                 raise UserError(f"input '{inp.name}' has rank {len(dims)}, --input-shape gives {len(shape)} dims")
             del dims[:]

@@ -1,0 +1,92 @@
+"""Cases from the hardening audit that each took the process down or ran it out of memory:
+now one line, a documented exit code, and nothing allocated first."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+onnx = pytest.importorskip("onnx")
+pytest.importorskip("iree.compiler")
+from onnx import TensorProto, helper  # noqa: E402
+
+
+def _halbench(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "halbench", *args], capture_output=True, text=True, timeout=300,
+                          env=env, cwd=cwd)
+
+
+def _one_line(r: subprocess.CompletedProcess, code: int, needle: str) -> None:
+    assert r.returncode == code, (r.returncode, r.stderr)
+    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr, r.stderr
+    assert needle in r.stderr, r.stderr
+
+
+def test_a_zero_size_input_shape_is_refused_not_a_floating_point_exception(tmp_path: Path) -> None:
+    x = helper.make_tensor_value_info("data", TensorProto.FLOAT, ["a", 3, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    shape = helper.make_tensor("s", TensorProto.INT64, [3], [3, 4, 0])
+    g = helper.make_graph([helper.make_node("Constant", [], ["shape"], value=shape),
+                           helper.make_node("Reshape", ["data", "shape"], ["y"], allowzero=1)], "g", [x], [y])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "rz.onnx")
+    r = _halbench("compile", str(tmp_path / "rz.onnx"), "-o", str(tmp_path / "rz.hbx"), "--input-shape",
+                  "data=0x3x4")
+    _one_line(r, 1, "zero-size dimension")
+    assert not (tmp_path / "rz.hbx").exists()
+
+
+def test_a_tiny_onnx_file_asking_for_13_gib_is_refused_before_allocating(tmp_path: Path) -> None:
+    s = helper.make_tensor("s", TensorProto.INT64, [3], [2048, 2048, 800])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    g = helper.make_graph([helper.make_node("Constant", [], ["shp"], value=s),
+                           helper.make_node("ConstantOfShape", ["shp"], ["y"])], "g", [], [y])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "cos.onnx")
+    assert (tmp_path / "cos.onnx").stat().st_size < 200
+    _one_line(_halbench("compile", str(tmp_path / "cos.onnx"), "-o", str(tmp_path / "c.hbx")), 1, "12.5 GiB")
+
+
+def test_deeply_nested_results_json_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "deep.json").write_text("[" * 100000 + "]" * 100000)
+    _one_line(_halbench("report", str(tmp_path / "deep.json"), "-o", str(tmp_path / "r.html")), 1, "nested too deeply")
+
+
+def _mutated_bundle(tmp_path: Path, change) -> Path:
+    from halbench.compiler import CompileOptions, compile_model
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "m.onnx")
+    compile_model(tmp_path / "m.onnx", CompileOptions()).write(tmp_path / "m.hbx")
+    z = zipfile.ZipFile(tmp_path / "m.hbx")
+    m = json.loads(z.read("manifest.json"))
+    change(m)
+    out = tmp_path / "bad.hbx"
+    with zipfile.ZipFile(out, "w") as w:
+        w.writestr("manifest.json", json.dumps(m))
+        for n in z.namelist():
+            if n != "manifest.json":
+                w.writestr(n, z.read(n))
+    return out
+
+
+def test_a_2_to_the_70_byte_buffer_is_refused(tmp_path: Path) -> None:
+    bad = _mutated_bundle(tmp_path, lambda m: m["buffers"][0].update(nbytes=2**70))
+    _one_line(_halbench("run-module", "--device=local-sync://", f"--module={bad}", "--input=2x3xf32=1"), 1,
+              "more than any device holds")
+
+
+def test_errors_are_one_line_and_debug_shows_the_traceback(tmp_path: Path) -> None:
+    """Without --debug an error is one line; with it, the traceback is there for a bug report."""
+    r = _halbench("run-module", "--device=local-sync://", "--module=/dev/null", "--input=1xf32=1")
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    r = _halbench("--debug", "run-module", "--device=nosuch://", "--module=/dev/null")
+    assert r.returncode != 0 and "Traceback" in r.stderr  # --debug: the traceback, for a bug report
