@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 
@@ -359,17 +360,15 @@ def gate_cmd(ctx: click.Context, baseline: str, candidate: str, threshold: float
         report = _gate_report(baseline, candidate, threshold, noise_floor_ms, gate_file,
                               allow_device_mismatch, inconclusive)
         _write_gate_outputs(report, summary, junit)
-    except Exception as e:  # noqa: BLE001 -- a gate that crashes must not read as "regression"
+    except Exception as e:  # a gate that crashes must not read as "regression" (exit 1)
         if debug:
             raise
         click.echo(f"halbench gate: internal error: {type(e).__name__}: {e} (exit 2; --debug shows "
                    f"the traceback)", err=True)
-        try:
+        with contextlib.suppress(Exception):  # the one-line message above is what matters
             _write_gate_outputs(gate.unusable_report(f"internal error: {type(e).__name__}: {e}",
                                                      baseline=baseline, candidate=candidate),
                                 summary, junit, echo=False)
-        except Exception:  # noqa: BLE001 -- the one-line message above is what matters
-            pass
         ctx.exit(gate.EXIT_UNUSABLE)
     ctx.exit(report.exit_code)
 

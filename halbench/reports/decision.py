@@ -151,8 +151,8 @@ def decide(base: Sequence[float], new: Sequence[float], limits: Limits = Limits(
         raise ValueError("decide needs at least one sample on each side")
     bm, nm = repetition_medians(base, base_blocks), repetition_medians(new, new_blocks)
     b0, n0 = float(np.median(bm)), float(np.median(nm))
-    common = dict(base_ms=b0, new_ms=n0, delta_ms=n0 - b0, repetitions=(len(bm), len(nm)),
-                  samples=(len(base), len(new)), limits=limits)
+    common = {"base_ms": b0, "new_ms": n0, "delta_ms": n0 - b0, "repetitions": (len(bm), len(nm)),
+              "samples": (len(base), len(new)), "limits": limits}
     if min(bm + nm) <= 0:
         return _decide_absolute(base, new, common)
     # A few samples of 0 ms (below the timer's resolution) have no logarithm: for the noise
@@ -180,13 +180,13 @@ def _noise(base, new, bm, nm, bblocks, nblocks, device_sd: float | None
     """(se of the log ratio, its description for the Decision, units per side)."""
     se_samples = math.hypot(log_centre_se(base, bblocks), log_centre_se(new, nblocks))
     if len(bm) < 2 or len(nm) < 2:
-        return se_samples, dict(noise_source="samples", repetition_sd=None,
-                                device_repetition_sd=None), (len(base), len(new))
+        return se_samples, {"noise_source": "samples", "repetition_sd": None,
+                            "device_repetition_sd": None}, (len(base), len(new))
     own = repetition_sd(bm, nm)
     spread = max(own, device_sd or 0.0)
     se = max(_MEDIAN_SE * spread * math.sqrt(1 / len(bm) + 1 / len(nm)), se_samples)
-    return se, dict(noise_source="repetitions", repetition_sd=own,
-                    device_repetition_sd=device_sd), (len(bm), len(nm))
+    return se, {"noise_source": "repetitions", "repetition_sd": own,
+                "device_repetition_sd": device_sd}, (len(bm), len(nm))
 
 
 def _gap(bm: list[float], nm: list[float], b0: float, n0: float, slower: bool) -> tuple[float, float]:
@@ -205,7 +205,7 @@ def _decide_ratio(base, new, bm, nm, common, beta, device_sd, bblocks, nblocks) 
     tau = math.log1p(allowance)
     se, described, units = _noise(base, new, bm, nm, bblocks, nblocks, device_sd)
     repeated = described["noise_source"] == "repetitions"
-    numbers = dict(change=change, allowance=allowance, noise=se, **described)
+    numbers = {"change": change, "allowance": allowance, "noise": se, **described}
     df = units[0] + units[1] - 2
     if df < 1:
         return Decision("inconclusive", low=None, high=None, method="none", p_value=None,
