@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 
@@ -399,69 +400,147 @@ def _input_shapes(specs: tuple[str, ...]) -> dict[str, tuple[int, ...]]:
 RESULTS_FILE = click.Path(dir_okay=False)
 
 
+LIMIT_OPTIONS = [
+    click.option("--threshold", type=click.FloatRange(0, 10), default=None,
+                 help="Relative slowdown allowed, 0.05 = 5%  [default: the gate file's, else the "
+                      "baseline suite's, else 0.05]"),
+    click.option("--noise-floor-ms", type=click.FloatRange(0), default=None,
+                 help="Slowdowns below this many ms are allowed  [default: the gate file's, else "
+                      "the baseline suite's, else 0]"),
+    click.option("--gate-file", type=click.Path(dir_okay=False), default=None,
+                 help="YAML with a suite's gate keys (threshold, noise_floor_ms, alpha, overrides), "
+                      "e.g. halbench-gate.yaml in the repository; overrides the baseline's suite."),
+]
+
+
+def _limit_options(f):
+    for option in reversed(LIMIT_OPTIONS):
+        f = option(f)
+    return f
+
+
 @main.command("compare")
 @click.argument("base", type=RESULTS_FILE)
 @click.argument("new", type=RESULTS_FILE)
 @click.option("--format", "fmt", type=click.Choice(["text", "markdown", "json"]), default="text",
-              show_default=True, help="Output format.")
-def compare_cmd(base: str, new: str, fmt: str) -> None:
-    """Compare two results files: per benchmark, medians, change, significance and a verdict."""
-    from halbench.bench.results import read_results
-    from halbench.reports.compare import compare_results, render
+              show_default=True, help="Output format (JSON is strict: null, never NaN/Infinity).")
+@_limit_options
+def compare_cmd(base: str, new: str, fmt: str, threshold: float | None,
+                noise_floor_ms: float | None, gate_file: str | None) -> None:
+    """Compare two results files: per benchmark, medians, change, bounds and the gate's verdict.
 
-    rows = compare_results(read_results(base), read_results(new))
-    click.echo(render(rows, fmt, base_label=base, new_label=new))
+    The verdict per row is the gate's own decision with the gate's limits (from the BASE file's
+    suite, --gate-file and the flags): faster, same (PASS), slower (REGRESSION) or inconclusive.
+    Devices that differ between the files are a warning here (the gate refuses them).
+    """
+    from halbench.bench.results import read_results
+    from halbench.reports.compare import compare_results, device_differences, render
+    from halbench.reports.thresholds import resolve_settings
+
+    b, n = read_results(base), read_results(new)
+    settings, warnings = resolve_settings(b, n, gate_file=gate_file, threshold=threshold,
+                                          noise_floor_ms=noise_floor_ms)
+    common = {x["device"] for x in b["benchmarks"]} & {x["device"] for x in n["benchmarks"]}
+    warnings += [f"{d}: the comparison may mean little" for d in device_differences(b, n, common)]
+    click.echo(render(compare_results(b, n, settings), fmt, base_label=base, new_label=new,
+                      settings=settings, warnings=warnings))
+    if fmt == "json":
+        for w in warnings:
+            click.echo(f"warning: {w}", err=True)
 
 
 @main.command("gate")
 @click.option("--baseline", required=True, type=RESULTS_FILE, help="Results of the reference run.")
 @click.option("--candidate", required=True, type=RESULTS_FILE, help="Results of the run to judge.")
-@click.option("--threshold", type=click.FloatRange(0, 10), default=None,
-              help="Relative slowdown that may fail, 0.05 = 5%  [default: the suite's gate, else 0.05]")
-@click.option("--noise-floor-ms", type=click.FloatRange(0), default=None,
-              help="Slowdowns below this many ms never fail  [default: the suite's gate, else 0]")
+@_limit_options
+@click.option("--inconclusive", "inconclusive", type=click.Choice(["report", "pass", "fail"]),
+              default="report", show_default=True,
+              help="What INCONCLUSIVE exits with: report (3), pass (0) or fail (1).")
 @click.option("--summary", type=click.Path(dir_okay=False),
               help="Append a Markdown summary to this file (e.g. $GITHUB_STEP_SUMMARY).")
 @click.option("--junit", type=click.Path(dir_okay=False), help="Write JUnit XML to this file.")
 @click.option("--allow-device-mismatch", is_flag=True,
               help="Judge even when device UUID, name or driver version differ.")
+@click.option("--debug", is_flag=True, help="Show the traceback of an internal error.")
 @click.pass_context
 def gate_cmd(ctx: click.Context, baseline: str, candidate: str, threshold: float | None,
-             noise_floor_ms: float | None, summary: str | None, junit: str | None,
-             allow_device_mismatch: bool) -> None:
-    """Fail (exit 1) only on a significant performance regression of CANDIDATE against BASELINE.
+             noise_floor_ms: float | None, gate_file: str | None, inconclusive: str,
+             summary: str | None, junit: str | None, allow_device_mismatch: bool,
+             debug: bool) -> None:
+    """Judge CANDIDATE against BASELINE: PASS, REGRESSION or INCONCLUSIVE.
 
-    Exit 0: no significant regression. Exit 1: a benchmark is slower than its threshold, by more
-    than the noise floor, and significantly so (Mann-Whitney U on raw samples, alpha 0.01), or
-    computes wrong results. Exit 2: unusable input (unreadable files, missing benchmarks,
-    mismatched devices), never a silent pass.
+    \b
+    Per benchmark, the allowance is the threshold, or the noise floor where that is larger:
+      REGRESSION    surely slower than the allowance: the change's 99% lower bound is above
+                    it (noise from the spread of the suite's repetitions) and a one-sided
+                    Mann-Whitney U test on the samples agrees; or wrong results.
+      PASS          the change's 95% upper bound is within the allowance.
+      INCONCLUSIVE  the noise could hide a slowdown beyond the allowance; the reason says how
+                    large, and about how many repetitions per side would detect one.
+    Limits come from the baseline's suite, then --gate-file, then the flags; never from the
+    candidate.
+
+    \b
+    Exit codes:
+      0  PASS (also INCONCLUSIVE with --inconclusive=pass)
+      1  REGRESSION (also INCONCLUSIVE with --inconclusive=fail)
+      2  unusable input: unreadable files, an invalid gate file, missing benchmarks,
+         mismatched devices, a benchmark that could not be timed, or an internal error
+      3  INCONCLUSIVE (the default --inconclusive=report)
     """
-    from halbench.bench.results import read_results
-    from halbench.files import atomic_write, check_output
+    from halbench.files import check_output
     from halbench.reports import gate
 
     try:
         for path, what in ((summary, "summary"), (junit, "JUnit file")):
             if path:
                 check_output(path, baseline, candidate, what=what)
-        report = gate.run_gate(read_results(baseline), read_results(candidate), threshold=threshold,
-                               noise_floor_ms=noise_floor_ms,
-                               allow_device_mismatch=allow_device_mismatch)
-    except HalbenchError as e:  # an unreadable file is unusable input: exit 2, not 1
-        report = gate.unusable_report(str(e), baseline=baseline, candidate=candidate,
-                                      threshold=threshold, noise_floor_ms=noise_floor_ms)
-    except Exception as e:  # noqa: BLE001 - fail closed: a bug in the gate must never read as a regression
-        report = gate.unusable_report(f"internal error: {type(e).__name__}: {e}", baseline=baseline,
-                                      candidate=candidate, threshold=threshold, noise_floor_ms=noise_floor_ms)
-    click.echo(gate.render_text(report))
-    if summary:  # appended (CI step summaries accumulate): the old text plus this, replaced atomically
-        from pathlib import Path
+        report = _gate_report(baseline, candidate, threshold, noise_floor_ms, gate_file,
+                              allow_device_mismatch, inconclusive)
+        _write_gate_outputs(report, summary, junit)
+    except Exception as e:  # a gate that crashes must not read as "regression" (exit 1)
+        if debug or ctx.meta.get("halbench.debug"):
+            ctx.meta["halbench.debug"] = True  # shared with the group: it re-raises too
+            raise
+        click.echo(f"halbench gate: internal error: {type(e).__name__}: {e} (exit 2; --debug shows "
+                   f"the traceback)", err=True)
+        with contextlib.suppress(Exception):  # the one-line message above is what matters
+            _write_gate_outputs(gate.unusable_report(f"internal error: {type(e).__name__}: {e}",
+                                                     baseline=baseline, candidate=candidate),
+                                summary, junit, echo=False)
+        ctx.exit(gate.EXIT_UNUSABLE)
+    ctx.exit(report.exit_code)
 
+
+def _gate_report(baseline: str, candidate: str, threshold: float | None,
+                 noise_floor_ms: float | None, gate_file: str | None,
+                 allow_device_mismatch: bool, inconclusive: str):
+    from halbench.bench.results import read_results
+    from halbench.reports import gate
+
+    try:
+        return gate.run_gate(read_results(baseline), read_results(candidate), threshold=threshold,
+                             noise_floor_ms=noise_floor_ms, gate_file=gate_file,
+                             allow_device_mismatch=allow_device_mismatch, inconclusive=inconclusive)
+    except HalbenchError as e:  # unreadable files or an invalid gate file: exit 2, not 1
+        return gate.unusable_report(str(e), baseline=baseline, candidate=candidate,
+                                    inconclusive=inconclusive)
+
+
+def _write_gate_outputs(report, summary: str | None, junit: str | None, echo: bool = True) -> None:
+    """The text, the appended Markdown summary and the JUnit file, each written atomically."""
+    from pathlib import Path
+
+    from halbench.files import atomic_write
+    from halbench.reports import gate
+
+    if echo:
+        click.echo(gate.render_text(report))
+    if summary:  # appended (CI step summaries accumulate): the old text plus this, replaced atomically
         old = Path(summary).read_text(encoding="utf-8") if Path(summary).exists() else ""
         atomic_write(summary, old + gate.render_markdown(report), "summary")
     if junit:
         atomic_write(junit, gate.render_junit(report), "JUnit file")
-    ctx.exit(report.exit_code)
 
 
 @main.command("report")

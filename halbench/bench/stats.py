@@ -1,7 +1,7 @@
 """Statistics over raw samples, and the comparison of two sets of samples.
 
 Pure functions of the numbers: no files, no devices. ``compare`` and ``gate`` both judge with
-:func:`compare_samples`, so a terminal table and a CI verdict cannot disagree on what changed.
+``halbench.reports.decision``, built on the noise estimators at the end of this module.
 
 Why these statistics:
 - Timings are skewed (a floor plus occasional slow outliers), so the centre is the median and
@@ -32,7 +32,10 @@ __all__ = [
     "Comparison",
     "Stats",
     "compare_samples",
+    "log_centre_se",
     "mann_whitney",
+    "repetition_medians",
+    "repetition_sd",
 ]
 
 #: Below this many samples on either side, confidence intervals decide instead of Mann-Whitney U.
@@ -207,3 +210,46 @@ def compare_samples(base: Sequence[float] | Stats, new: Sequence[float] | Stats,
 def noisy_warning(s: "Stats") -> str | None:
     """The one wording of the "noisy" warning (runner and report), or None when not noisy."""
     return f"noisy (IQR/median {s.rel_iqr:.0%} > {NOISE_THRESHOLD:.0%})" if s.noisy() else None
+
+
+# ---------------------------------------------------------------------------------------------
+# Noise of a benchmark's centre, on the log scale (a ratio of timings is a difference of logs).
+# Every estimator is robust: one outlier sample or repetition must not widen what the gate allows.
+
+# sd of a sample median ~ MEDIAN_SE * sd / sqrt(n) (normal data; conservative for 2-3 values).
+_MEDIAN_SE = math.sqrt(math.pi / 2)
+_MAD_SD = 1.482602218505602  # sd = 1.4826 * median |x - median| for normal data
+_PAIR_SD = 1 / (0.6744897501960817 * math.sqrt(2))  # sd = 1.0483 * median |x_i - x_j|
+
+
+def repetition_medians(samples: Sequence[float], blocks: Sequence[int] | None) -> list[float]:
+    """The median of each repetition's samples (``blocks``: samples per repetition), or the
+    median of all samples when ``blocks`` is absent or does not add up."""
+    if not blocks or sum(blocks) != len(samples) or any(n <= 0 for n in blocks):
+        return [float(np.median(samples))]
+    out, start = [], 0
+    for n in blocks:
+        out.append(float(np.median(samples[start:start + n])))
+        start += n
+    return out
+
+
+def log_centre_se(samples: Sequence[float], blocks: Sequence[int] | None) -> float:
+    """Standard error of log(median of repetition medians) from the scatter of samples within
+    their repetitions (positive samples; between-repetition differences are not counted here)."""
+    x = np.log(np.asarray(samples, dtype=float))
+    k = len(repetition_medians(samples, blocks))
+    parts = np.split(x, np.cumsum(blocks)[:-1]) if k > 1 else [x]
+    residuals = np.concatenate([p - np.median(p) for p in parts])
+    sd = _MAD_SD * float(np.median(np.abs(residuals)))
+    # A median of k repetition medians of len/k samples each loses efficiency twice.
+    return _MEDIAN_SE * sd / math.sqrt(len(x)) * (_MEDIAN_SE if k > 2 else 1.0)
+
+
+def repetition_sd(*sides: Sequence[float]) -> float:
+    """Robust sd of log repetition medians: the median absolute difference between two
+    repetitions of one side, pooled over the sides (one outlier repetition in three changes only
+    the largest differences)."""
+    diffs = [abs(math.log(a / b)) for side in sides for i, a in enumerate(side) for b in side[i + 1:]]
+    return _PAIR_SD * float(np.median(diffs)) if diffs else 0.0
+

@@ -1,16 +1,16 @@
-"""``halbench gate``: fail CI on a significant performance regression, and only then.
+"""``halbench gate``: three answers for CI -- PASS, REGRESSION or INCONCLUSIVE.
 
-A benchmark fails when all three hold (each alone misfires on real machines):
-1. relative: the candidate's median is slower than the threshold (suite default, per-benchmark
-   override, else 5%) -- a tiny but real shift is not worth blocking a merge;
-2. absolute: the slowdown is larger than the noise floor in ms -- a 20% change of a 3 us
-   dispatch is timer jitter;
-3. significant: a one-sided Mann-Whitney U test on the raw samples gives p < alpha (0.01), or,
-   with fewer than 5 samples on a side, the confidence intervals of the medians do not overlap.
+Each benchmark is judged by :func:`halbench.reports.decision.decide`, the rule ``compare`` uses:
+REGRESSION when it is surely slower than its allowance (the threshold, or the noise floor where
+that is larger) and the samples agree; PASS when no slowdown beyond the allowance can hide in the
+noise; INCONCLUSIVE when the noise is too large to say either. A candidate that computes wrong
+results is a REGRESSION too. Limits come from the baseline, a gate file or the command line, never
+from the candidate (:mod:`halbench.reports.thresholds`).
 
-Exit codes: 0 pass, 1 a significant regression (or a candidate that computes wrong results),
-2 unusable input (a benchmark missing on one side, devices that differ, a benchmark that could
-not be timed). Unusable input is never a silent pass.
+Exit codes (``EXIT_*``): 0 pass, 1 regression, 2 unusable input (a benchmark missing on one side,
+devices that differ, a benchmark that could not be timed, unreadable files, an internal error),
+3 inconclusive. Unusable input outranks a regression, which outranks inconclusive. ``--inconclusive
+pass|fail`` maps 3 to 0 or 1 for CI that wants two answers.
 """
 
 from __future__ import annotations
@@ -19,14 +19,22 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
-from halbench.bench.stats import Comparison, compare_samples
-from halbench.reports.compare import fmt_ms, timing_samples
+from halbench.reports.compare import (
+    decide_entries,
+    device_differences,
+    fmt_bounds,
+    fmt_change,
+    fmt_ms,
+)
+from halbench.reports.decision import Decision, Limits
+from halbench.reports.thresholds import GateSettings, resolve_settings
 
 __all__ = [
-    "ALPHA",
-    "DEFAULT_THRESHOLD",
+    "EXIT_INCONCLUSIVE",
+    "EXIT_PASS",
+    "EXIT_REGRESSION",
+    "EXIT_UNUSABLE",
+    "INCONCLUSIVE_MODES",
     "GateReport",
     "Outcome",
     "render_junit",
@@ -36,21 +44,22 @@ __all__ = [
     "unusable_report",
 ]
 
-ALPHA = 0.01
-DEFAULT_THRESHOLD = 0.05
-EXIT_PASS, EXIT_REGRESSION, EXIT_UNUSABLE = 0, 1, 2
+EXIT_PASS, EXIT_REGRESSION, EXIT_UNUSABLE, EXIT_INCONCLUSIVE = 0, 1, 2, 3
+#: What an inconclusive benchmark does to the exit code: report it (3), or count it as 0 or 1.
+INCONCLUSIVE_MODES = {"report": EXIT_INCONCLUSIVE, "pass": EXIT_PASS, "fail": EXIT_REGRESSION}
+# Decision verdict -> gate result.
+_RESULT = {"faster": "pass", "same": "pass", "slower": "regression", "inconclusive": "inconclusive"}
 
 
 @dataclass(frozen=True)
 class Outcome:
     name: str
     device: str
-    result: str  # pass | fail | new | skipped | unusable
+    result: str  # pass | regression | inconclusive | new | skipped | unusable
     reason: str
-    threshold: float
-    noise_floor_ms: float
+    limits: Limits
     statistic: str = ""
-    comparison: Comparison | None = None
+    decision: Decision | None = None
 
 
 @dataclass
@@ -58,143 +67,98 @@ class GateReport:
     outcomes: list[Outcome]
     problems: list[str] = field(default_factory=list)  # why the input is unusable
     notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
     baseline: str = ""
     candidate: str = ""
-    settings: dict[str, Any] = field(default_factory=dict)
+    settings: GateSettings = field(default_factory=GateSettings)
+    inconclusive_mode: str = "report"
+
+    def of(self, result: str) -> list[Outcome]:
+        return [o for o in self.outcomes if o.result == result]
 
     @property
-    def failures(self) -> list[Outcome]:
-        return [o for o in self.outcomes if o.result == "fail"]
+    def regressions(self) -> list[Outcome]:
+        return self.of("regression")
+
+    @property
+    def inconclusive(self) -> list[Outcome]:
+        return self.of("inconclusive")
+
+    @property
+    def answer(self) -> str:
+        """UNUSABLE, REGRESSION, INCONCLUSIVE or PASS, before --inconclusive maps anything."""
+        if self.problems:
+            return "UNUSABLE"
+        if self.regressions:
+            return "REGRESSION"
+        return "INCONCLUSIVE" if self.inconclusive else "PASS"
 
     @property
     def exit_code(self) -> int:
         # Unusable input outranks a regression: CI must not read "1 failure" as the whole story.
-        if self.problems:
-            return EXIT_UNUSABLE
-        return EXIT_REGRESSION if self.failures else EXIT_PASS
+        return {"UNUSABLE": EXIT_UNUSABLE, "REGRESSION": EXIT_REGRESSION, "PASS": EXIT_PASS,
+                "INCONCLUSIVE": INCONCLUSIVE_MODES[self.inconclusive_mode]}[self.answer]
 
     @property
     def headline(self) -> str:
-        if self.problems:
-            return f"UNUSABLE INPUT ({len(self.problems)} problem{'s' * (len(self.problems) != 1)})"
-        n = len(self.failures)
-        if n:
-            return f"FAILED: {n} significant regression{'s' * (n != 1)}"
-        return f"PASSED: {len(self.outcomes)} benchmarks, no significant regression"
+        n, s = len, lambda k: "s" * (k != 1)
+        answer = self.answer
+        if answer == "UNUSABLE":
+            return f"UNUSABLE INPUT ({n(self.problems)} problem{s(n(self.problems))})"
+        if answer == "REGRESSION":
+            more = f", {n(self.inconclusive)} inconclusive" if self.inconclusive else ""
+            return f"REGRESSION: {n(self.regressions)} benchmark{s(n(self.regressions))} surely slower{more}"
+        if answer == "INCONCLUSIVE":
+            mapped = (f" (counted as {'a pass' if self.exit_code == EXIT_PASS else 'a failure'} by "
+                      f"--inconclusive={self.inconclusive_mode})"
+                      if self.inconclusive_mode != "report" else "")
+            return (f"INCONCLUSIVE: {n(self.inconclusive)} benchmark{s(n(self.inconclusive))} too "
+                    f"noisy to rule out a slowdown, no regression{mapped}")
+        return f"PASS: {n(self.outcomes)} benchmarks, no slowdown beyond their allowance"
 
 
-def _gate_settings(doc: dict[str, Any]) -> dict[str, Any]:
-    suite = doc["run"].get("suite") or {}
-    return suite.get("gate") or {}
+def _statistic(key: str, d: Decision) -> str:
+    test = (f"Mann-Whitney U one-sided on {key} (n={d.samples[0]}/{d.samples[1]}), p={d.p_value:.2g}"
+            if d.method == "mann-whitney" else
+            f"{1 - 2 * d.limits.alpha:.0%} CI overlap on {key} (n={d.samples[0]}/{d.samples[1]} < 5)")
+    reps = d.repetitions
+    return test + (f"; {reps[0]}/{reps[1]} repetitions" if min(reps) >= 2 else "; no repetitions")
 
 
-def _device_problems(base: dict[str, Any], cand: dict[str, Any], uris: set[str]) -> list[str]:
-    problems = []
-    for uri in sorted(uris):
-        b = base["devices"].get(uri, {}).get("identity", {})
-        c = cand["devices"].get(uri, {}).get("identity", {})
-        for key in ("uuid", "name", "driver_version"):
-            if b.get(key) != c.get(key):
-                problems.append(f"{uri}: device {key} differs: baseline {b.get(key)!r}, "
-                                f"candidate {c.get(key)!r}")
-    return problems
-
-
-def _judge(name: str, device: str, b: dict[str, Any], c: dict[str, Any], threshold: float,
-           floor: float, alpha: float) -> Outcome | str:
-    """An Outcome, or a string saying why this pair cannot be judged."""
+def _judge_status(name: str, device: str, b: dict[str, Any], c: dict[str, Any], limits: Limits
+                  ) -> Outcome | str | None:
+    """An Outcome for a pair that is not timed on both sides, a string saying why it cannot be
+    judged, or None when both sides are timed (the decision judges those together)."""
     bs, cs = b["status"], c["status"]
     if cs == "wrong":
-        return Outcome(name, device, "fail", f"candidate computes wrong results: {c.get('error')}",
-                       threshold, floor, "correctness")
+        return Outcome(name, device, "regression",
+                       f"candidate computes wrong results: {c.get('error')}", limits, "correctness")
     if bs == cs == "skipped":
-        return Outcome(name, device, "skipped", f"skipped on both sides: {c.get('error')}",
-                       threshold, floor)
+        return Outcome(name, device, "skipped", f"skipped on both sides: {c.get('error')}", limits)
     if bs != "ok" and cs == "ok":
         # Nothing to regress from (the baseline failed or was wrong); said, not silently passed.
         return Outcome(name, device, "new", f"no baseline timing (baseline status {bs!r}); "
-                       f"candidate runs", threshold, floor)
+                       f"candidate runs", limits)
     if bs != "ok" or cs != "ok":
         return (f"{name} on {device}: cannot judge: baseline status {bs!r}, candidate status "
                 f"{cs!r} ({c.get('error') or b.get('error')})")
-    bkey, bsamp = timing_samples(b)
-    ckey, csamp = timing_samples(c)
-    if bkey != ckey:
-        return f"{name} on {device}: baseline has {bkey} samples, candidate {ckey}: not comparable"
-    comp = compare_samples(bsamp, csamp, alpha=alpha, min_change=threshold, alternative="greater")
-    if comp.method == "mann-whitney":
-        stat = f"Mann-Whitney U one-sided on {bkey} (n={comp.base.count}/{comp.new.count}), p={comp.p_value:.2g}"
-    else:
-        stat = f"{1 - 2 * alpha:.0%} CI overlap on {bkey} (n={comp.base.count}/{comp.new.count} < 5)"
-    change = f"{comp.change:+.1%}"
-    bmed, cmed = _block_medians(b, bsamp), _block_medians(c, csamp)
-    repeated = len(bmed) >= 2 and len(cmed) >= 2
-    if repeated:
-        stat += f"; repetition medians {_ms(bmed)} -> {_ms(cmed)}"
-    spread = max(comp.base.rel_iqr, comp.new.rel_iqr)
-    # Run-to-run noise seen within each run: how much its repetitions' medians differ.
-    run_noise = max((max(m) - min(m)) / float(np.median(m)) for m in (bmed, cmed)) if repeated else 0.0
-    if comp.change <= threshold:
-        reason = f"{change} is within the threshold +{threshold:.0%}"
-        result = "pass"
-    elif comp.delta <= floor:
-        reason = f"{change} but +{comp.delta:.4f} ms is below the noise floor {floor:g} ms"
-        result = "pass"
-    elif not comp.significant:
-        reason = f"{change} but not significant ({comp.reason})"
-        result = "pass"
-    elif repeated and comp.change <= 2 * run_noise:
-        reason = (f"{change} is within twice the run-to-run spread of the repetitions "
-                  f"({run_noise:.0%}): run-to-run noise, not a regression")
-        result = "pass"
-    elif repeated and min(cmed) - max(bmed) <= max(max(bmed) - min(bmed), max(cmed) - min(cmed)):
-        # Samples of one run are not independent of that run's machine state: it is the code
-        # only when every candidate repetition is slower than every baseline one, by more than
-        # the repetitions of either run differ among themselves.
-        gap = min(cmed) - max(bmed)
-        reason = (f"{change} but the repetitions overlap or differ by less than their own spread "
-                  f"(gap {gap:+.4g} ms): run-to-run noise, not a regression")
-        result = "pass"
-    elif comp.change <= threshold + spread and (comp.base.noisy() or comp.new.noisy()):
-        reason = (f"{change} is within the threshold +{threshold:.0%} plus the samples' spread "
-                  f"(IQR/median {spread:.0%}): too noisy to call")
-        result = "pass"
-    else:
-        reason = (f"slower {change} > +{threshold:.0%}, +{comp.delta:.4f} ms > {floor:g} ms, "
-                  f"significant ({comp.reason})")
-        result = "fail"
-    if comp.verdict == "noisy" or comp.base.noisy() or comp.new.noisy():
-        reason += f"; noisy (IQR/median {max(comp.base.rel_iqr, comp.new.rel_iqr):.0%})"
-    return Outcome(name, device, result, reason, threshold, floor, stat, comp)
-
-
-def _block_medians(entry: dict[str, Any], samples: list[float]) -> list[float]:
-    """Median of each repetition's samples (``samples.blocks``), or [] without repetitions."""
-    blocks = (entry.get("samples") or {}).get("blocks") or []
-    if sum(blocks) != len(samples):
-        return []
-    out, start = [], 0
-    for n in blocks:
-        out.append(float(np.median(samples[start:start + n])))
-        start += n
-    return out
-
-
-def _ms(values: list[float]) -> str:
-    return "[" + ", ".join(f"{v:.4g}" for v in values) + "]"
+    return None
 
 
 def run_gate(base: dict[str, Any], cand: dict[str, Any], *, threshold: float | None = None,
-             noise_floor_ms: float | None = None, alpha: float = ALPHA,
-             allow_device_mismatch: bool = False) -> GateReport:
-    """Judge every (benchmark, device) of ``cand`` against ``base``; both are results dicts."""
-    gate = _gate_settings(cand) or _gate_settings(base)
-    default_t = threshold if threshold is not None else gate.get("threshold", DEFAULT_THRESHOLD)
-    default_f = noise_floor_ms if noise_floor_ms is not None else gate.get("noise_floor_ms", 0.0) or 0.0
-    overrides = gate.get("overrides") or {}
-    report = GateReport([], baseline=base["run"]["id"], candidate=cand["run"]["id"],
-                        settings={"threshold": default_t, "noise_floor_ms": default_f, "alpha": alpha,
-                                  "overrides": overrides})
+             noise_floor_ms: float | None = None, gate_file: str | None = None,
+             allow_device_mismatch: bool = False, inconclusive: str = "report") -> GateReport:
+    """Judge every (benchmark, device) of ``cand`` against ``base``; both are results dicts.
+
+    Raises UserError for an invalid gate section in the baseline or the gate file.
+    """
+    if inconclusive not in INCONCLUSIVE_MODES:
+        raise ValueError(f"inconclusive must be one of {', '.join(INCONCLUSIVE_MODES)}")
+    settings, warnings = resolve_settings(base, cand, gate_file=gate_file, threshold=threshold,
+                                          noise_floor_ms=noise_floor_ms)
+    report = GateReport([], warnings=warnings, baseline=base["run"]["id"],
+                        candidate=cand["run"]["id"], settings=settings,
+                        inconclusive_mode=inconclusive)
     b_idx = {(b["name"], b["device"]): b for b in base["benchmarks"]}
     c_idx = {(c["name"], c["device"]): c for c in cand["benchmarks"]}
     for name, dev in b_idx.keys() - c_idx.keys():
@@ -204,57 +168,64 @@ def run_gate(base: dict[str, Any], cand: dict[str, Any], *, threshold: float | N
     if not b_idx or not c_idx:
         report.problems.append("no benchmarks to judge")
     common = [k for k in c_idx if k in b_idx]
-    mismatch = _device_problems(base, cand, {dev for _, dev in common})
+    mismatch = device_differences(base, cand, {dev for _, dev in common})
     if mismatch and allow_device_mismatch:
         report.notes += [f"allowed by --allow-device-mismatch: {m}" for m in mismatch]
     else:
         report.problems += [m + " (use --allow-device-mismatch to compare anyway)" for m in mismatch]
-    for name, dev in common:
-        # Overrides are keyed by benchmark name, or "name@device" for one device only.
-        o = overrides.get(f"{name}@{dev}") or overrides.get(name) or {}
-        t = o.get("threshold", default_t)
-        f = o.get("noise_floor_ms", default_f)
-        judged = _judge(name, dev, b_idx[(name, dev)], c_idx[(name, dev)], t, f, alpha)
+    timed, judged_by_status = {}, {}
+    for key in common:
+        limits = settings.limits_for(*key)
+        status = _judge_status(*key, b_idx[key], c_idx[key], limits)
+        if status is None:
+            timed[key] = (b_idx[key], c_idx[key], limits)
+        else:
+            judged_by_status[key] = status
+    decided = decide_entries(timed)
+    for key in common:
+        limits = settings.limits_for(*key)
+        judged = judged_by_status.get(key)
+        if key in decided:
+            skey, d = decided[key]
+            judged = Outcome(*key, _RESULT[d.verdict], d.reason, limits, _statistic(skey, d), d)
+        elif judged is None:
+            judged = f"{key[0]} on {key[1]}: cannot judge: no timing samples on one side"
         if isinstance(judged, str):
             report.problems.append(judged)
-            report.outcomes.append(Outcome(name, dev, "unusable", judged, t, f))
+            report.outcomes.append(Outcome(*key, "unusable", judged, limits))
         else:
             report.outcomes.append(judged)
     return report
 
 
 def unusable_report(problem: str, *, baseline: str = "", candidate: str = "",
-                    threshold: float | None = None, noise_floor_ms: float | None = None,
-                    alpha: float = ALPHA) -> GateReport:
-    """The report for files that could not even be read: CI still gets a summary and exit 2."""
+                    inconclusive: str = "report") -> GateReport:
+    """The report for input that could not even be read: CI still gets a summary and exit 2."""
     return GateReport([], problems=[problem], baseline=baseline, candidate=candidate,
-                      settings={"threshold": DEFAULT_THRESHOLD if threshold is None else threshold,
-                                "noise_floor_ms": noise_floor_ms or 0.0, "alpha": alpha,
-                                "overrides": {}})
+                      inconclusive_mode=inconclusive)
+
+
+_HEADER = ["benchmark", "device", "base ms", "cand ms", "change", "bounds", "allowance", "result",
+           "statistic", "why"]
 
 
 def _row(o: Outcome) -> list[str]:
-    c = o.comparison
-    base = fmt_ms(c.base.median) if c else "-"
-    new = fmt_ms(c.new.median) if c else "-"
-    change = f"{c.change:+.1%}" if c else "-"
-    return [o.name, o.device, base, new, change, f"+{o.threshold:.0%}", o.result.upper(), o.statistic or "-",
-            o.reason]
-
-
-_HEADER = ["benchmark", "device", "base ms", "cand ms", "change", "threshold", "result", "statistic",
-           "why"]
+    d = o.decision
+    allowance = f"+{d.allowance:.0%}" if d and d.low is not None else f"+{o.limits.threshold:.0%}"
+    return [o.name, o.device, fmt_ms(d.base_ms) if d else "-", fmt_ms(d.new_ms) if d else "-",
+            fmt_change(d.change) if d else "-", fmt_bounds(d) if d else "-", allowance,
+            o.result.upper(), o.statistic or "-", o.reason]
 
 
 def _settings_line(r: GateReport) -> str:
     s = r.settings
-    return (f"baseline {r.baseline} vs candidate {r.candidate}; threshold +{s['threshold']:.0%} "
-            f"(per-benchmark overrides: {len(s['overrides'])}), noise floor {s['noise_floor_ms']:g} ms, "
-            f"alpha {s['alpha']:g} one-sided")
+    return (f"baseline {r.baseline} vs candidate {r.candidate}; threshold +{s.threshold:.0%} "
+            f"(per-benchmark overrides: {len(s.overrides)}), noise floor {s.noise_floor_ms:g} ms, "
+            f"alpha {s.alpha:g} one-sided; limits from {', '.join(s.sources)}")
 
 
 def render_text(r: GateReport) -> str:
-    rows = [_HEADER[:-1]] + [_row(o)[:-1] for o in r.outcomes]
+    rows = [_HEADER[:-2]] + [_row(o)[:-2] for o in r.outcomes]
     widths = [max(len(x[i]) for x in rows) for i in range(len(rows[0]))]
     out = [_settings_line(r)]
     for i, cells in enumerate(rows):
@@ -262,54 +233,61 @@ def render_text(r: GateReport) -> str:
         if i:
             line += "  " + r.outcomes[i - 1].reason
         out.append(line.rstrip())
+    out += [f"warning: {w}" for w in r.warnings]
     out += [f"note: {n}" for n in r.notes]
     out += [f"problem: {p}" for p in r.problems]
     out.append(f"gate: {r.headline}")
     return "\n".join(out)
 
 
-_ICON = {"pass": "✅", "fail": "❌", "new": "🆕", "skipped": "⏭️", "unusable": "⚠️"}
+_ICON = {"pass": "✅", "regression": "❌", "inconclusive": "❔", "new": "🆕", "skipped": "⏭️",
+         "unusable": "⚠️"}
+_ORDER = {"regression": 0, "unusable": 1, "inconclusive": 2, "new": 3, "pass": 4, "skipped": 5}
+_EXPLAIN = ("REGRESSION: surely slower than the allowance (the threshold, or the noise floor where "
+            "larger; the change's 99% lower bound above it, and a one-sided Mann-Whitney U test on "
+            "the samples agreeing). PASS: the change's 95% upper bound is within the allowance. "
+            "INCONCLUSIVE: the noise, measured from the spread of the repetitions, could hide a "
+            "slowdown beyond the allowance. Exit codes: 0 pass, 1 regression, 2 unusable input, "
+            "3 inconclusive.")
 
 
 def render_markdown(r: GateReport) -> str:
-    """A summary for $GITHUB_STEP_SUMMARY: headline, settings, failures first, then the rest."""
-    icon = "⚠️" if r.problems else ("❌" if r.failures else "✅")
+    """A summary for $GITHUB_STEP_SUMMARY: headline, settings, regressions first, then the rest."""
+    icon = {"UNUSABLE": "⚠️", "REGRESSION": "❌", "INCONCLUSIVE": "❔", "PASS": "✅"}[r.answer]
     lines = [f"## {icon} halbench gate: {r.headline}", "", _settings_line(r), ""]
     if r.problems:
         lines += ["### Unusable input", ""] + [f"- {p}" for p in r.problems] + [""]
-    if r.notes:
-        lines += [f"> {n}" for n in r.notes] + [""]
-    order = {"fail": 0, "unusable": 1, "new": 2, "pass": 3, "skipped": 4}
+    if r.warnings or r.notes:
+        lines += [f"> ⚠️ {w}" for w in r.warnings] + [f"> {n}" for n in r.notes] + [""]
     lines += ["| | " + " | ".join(_HEADER) + " |", "|---|" + "---|" * len(_HEADER)]
-    for o in sorted(r.outcomes, key=lambda o: order[o.result]):
+    for o in sorted(r.outcomes, key=lambda o: _ORDER[o.result]):
         cells = [c.replace("|", "\\|") for c in _row(o)]
         lines.append(f"| {_ICON[o.result]} | " + " | ".join(cells) + " |")
-    lines += ["", ("A benchmark fails only when it is slower than its threshold, by more than the "
-              "noise floor, and significantly so (Mann-Whitney U on raw samples, or non-overlapping "
-              "confidence intervals below 5 samples).")]
+    lines += ["", _EXPLAIN]
     return "\n".join(lines) + "\n"
 
 
 def render_junit(r: GateReport) -> str:
-    """JUnit XML: one testcase per (benchmark, device); unusable input is an <error>."""
-    suite = ET.Element("testsuite", name="halbench gate", tests=str(len(r.outcomes)),
-                       failures=str(len(r.failures)),
-                       errors=str(sum(o.result == "unusable" for o in r.outcomes)),
-                       skipped=str(sum(o.result in ("skipped", "new") for o in r.outcomes)))
+    """JUnit XML: one testcase per (benchmark, device); a regression is a <failure>, unusable
+    input an <error>, inconclusive a <failure> under --inconclusive=fail and else <skipped>."""
+    suite = ET.Element("testsuite", name="halbench gate")
     props = ET.SubElement(suite, "properties")
-    for k in ("threshold", "noise_floor_ms", "alpha"):
-        ET.SubElement(props, "property", name=k, value=str(r.settings[k]))
-    ET.SubElement(props, "property", name="baseline", value=r.baseline)
-    ET.SubElement(props, "property", name="candidate", value=r.candidate)
+    s = r.settings
+    for k, v in (("threshold", s.threshold), ("noise_floor_ms", s.noise_floor_ms), ("alpha", s.alpha),
+                 ("baseline", r.baseline), ("candidate", r.candidate), ("answer", r.answer),
+                 ("inconclusive", r.inconclusive_mode)):
+        ET.SubElement(props, "property", name=k, value=str(v))
     for o in r.outcomes:
         case = ET.SubElement(suite, "testcase", classname=f"halbench.gate.{o.device}", name=o.name,
-                             time=f"{(o.comparison.new.median / 1e3) if o.comparison else 0:.6f}")
-        if o.result == "fail":
+                             time=f"{(o.decision.new_ms / 1e3) if o.decision else 0:.6f}")
+        if o.result == "regression":
             ET.SubElement(case, "failure", message=o.reason, type="regression").text = o.statistic
+        elif o.result == "inconclusive" and r.inconclusive_mode == "fail":
+            ET.SubElement(case, "failure", message=o.reason, type="inconclusive").text = o.statistic
         elif o.result == "unusable":
             ET.SubElement(case, "error", message=o.reason, type="unusable")
-        elif o.result in ("skipped", "new"):
-            ET.SubElement(case, "skipped", message=o.reason)
+        elif o.result in ("skipped", "new", "inconclusive"):
+            ET.SubElement(case, "skipped", message=f"{o.result}: {o.reason}")
         else:
             ET.SubElement(case, "system-out").text = f"{o.statistic}: {o.reason}"
     # Problems not tied to a common benchmark (missing ones, device mismatch) become errors too.
@@ -318,8 +296,9 @@ def render_junit(r: GateReport) -> str:
             case = ET.SubElement(suite, "testcase", classname="halbench.gate", name="input")
             ET.SubElement(case, "error", message=p, type="unusable")
     cases = suite.findall("testcase")
+    for attr, tag in (("failures", "failure"), ("errors", "error"), ("skipped", "skipped")):
+        suite.set(attr, str(sum(c.find(tag) is not None for c in cases)))
     suite.set("tests", str(len(cases)))
-    suite.set("errors", str(sum(c.find("error") is not None for c in cases)))
     root = ET.Element("testsuites")
     root.append(suite)
     ET.indent(root)

@@ -30,7 +30,7 @@ from halbench.probe.info import (
     Timing,
 )
 
-__all__ = ["DEVICES", "MODELS", "main", "make_results"]
+__all__ = ["DEVICES", "MODELS", "main", "make_results", "set_repetitions"]
 
 H100_UUID = "GPU-5f1c2a7e-93b4-4d8e-a1c2-0e6f7d8a9b10"
 
@@ -220,12 +220,15 @@ def make_results(*, seed: int = 0, devices: tuple[str, ...] = ("h100-vulkan", "l
                  slowdown: float | dict[str, float] = 1.0, run_offset: float = 0.005,
                  run_id: str | None = None, gate: dict[str, Any] | None = None,
                  throttle: bool = False, wrong: str | None = None,
-                 driver_version: str | None = None) -> dict[str, Any]:
+                 driver_version: str | None = None, repetitions: int = 1,
+                 repetition_noise: float = 0.01) -> dict[str, Any]:
     """One results dict (schema version 1).
 
     ``seed`` makes the noise differ between runs; the model structure (dispatch names, flops,
     bytes) depends only on the model name, as it would for two runs of one suite.
     ``slowdown`` multiplies model times (a float for all, or name -> factor).
+    ``repetitions`` > 1 stores that many repetitions per benchmark (``samples.blocks``), each
+    shifted by its own lognormal factor of sigma ``repetition_noise``, as a suite's repetitions.
     """
     rng = np.random.default_rng(seed)
     offset = float(rng.lognormal(0.0, run_offset))  # per run: another boot, another clock ramp
@@ -276,6 +279,8 @@ def make_results(*, seed: int = 0, devices: tuple[str, ...] = ("h100-vulkan", "l
                                dtype=dtype)
             bench["correctness"] = {"checked": False}
             benchmarks.append(bench)
+    if repetitions > 1:
+        _repeat(benchmarks, repetitions, repetition_noise, np.random.default_rng(seed + 7919))
     if gate is None:
         gate = {"threshold": 0.05, "noise_floor_ms": 0.002,
                 "overrides": {"mobilenetv2/b8": {"threshold": 0.08}}}
@@ -297,6 +302,33 @@ def make_results(*, seed: int = 0, devices: tuple[str, ...] = ("h100-vulkan", "l
         "benchmarks": benchmarks,
         "warnings": warnings,
     }
+
+
+def _repeat(benchmarks: list[dict[str, Any]], k: int, noise: float, rng: np.random.Generator
+            ) -> None:
+    """Turn each timed benchmark's samples into k repetitions: the samples reshuffled, each
+    repetition scaled by its own machine state."""
+    for b in benchmarks:
+        if b["status"] != "ok":
+            continue
+        dev, host = (np.asarray(b["samples"][key]) for key in ("device_ms", "host_ms"))
+        out_d, out_h = [], []
+        for _ in range(k):
+            f, order = float(rng.lognormal(0.0, noise)), rng.permutation(len(dev))
+            out_d += [round(float(v) * f, 6) for v in dev[order]]
+            out_h += [round(float(v) * f, 6) for v in host[order]]
+        b["samples"] = {"device_ms": out_d, "host_ms": out_h, "blocks": [len(dev)] * k}
+
+
+def set_repetitions(doc: dict[str, Any], name: str, device: str, medians: list[float], *,
+                    n: int = 20, jitter: float = 0.01, seed: int = 0) -> dict[str, Any]:
+    """Give one benchmark of ``doc`` len(medians) repetitions of n samples around each median."""
+    rng = np.random.default_rng(seed)
+    b = next(x for x in doc["benchmarks"] if x["name"] == name and x["device"] == device)
+    samples = [round(float(m * rng.lognormal(0.0, jitter)), 6) for m in medians for _ in range(n)]
+    b["samples"] = {"device_ms": samples, "host_ms": [round(v * 1.1, 6) for v in samples],
+                    "blocks": [n] * len(medians)}
+    return doc
 
 
 def hash_name(name: str) -> int:
