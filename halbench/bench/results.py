@@ -135,15 +135,15 @@ def _opt_number(d: dict, key: str, path: str) -> None:
 
 
 def _validate_gate(gate: dict, path: str) -> None:
-    for key in ("threshold", "noise_floor_ms"):
-        _opt_number(gate, key, path)
-    overrides = _get(gate, "overrides", path, dict, required=False) or {}
-    for name, override in overrides.items():
-        where = f"{path}.overrides.{name}"
-        if not isinstance(override, dict):
-            _fail(where, f"expected dict, got {_type_name(override)}")
-        for key in ("threshold", "noise_floor_ms"):
-            _opt_number(override, key, where)
+    """The suite schema's GateSection: one validation of gate settings wherever they are."""
+    from pydantic import ValidationError
+
+    from halbench.bench.suite_schema import GateSection, one_line
+
+    try:
+        GateSection.model_validate(gate)
+    except ValidationError as e:
+        raise ResultsError(str(one_line(e, path))) from None
 
 
 def _validate_run(run: dict) -> None:

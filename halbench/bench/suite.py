@@ -152,7 +152,7 @@ def load_suite(name_or_path: str) -> Suite:
             raise UserError(f"suite {path}: {s.name}: max_samples {s.settings.max_samples} is below "
                             f"min_samples {s.settings.min_samples}")
     return Suite(sd.name or path.stem, sd.description or "", str(path), hashlib.sha256(raw).hexdigest(),
-                 devices, settings, sd.gate.model_dump(), tuple(specs))
+                 devices, settings, sd.gate.model_dump(exclude_none=True), tuple(specs))
 
 
 def _devices(v: list[str] | str) -> tuple[str, ...]:

@@ -2,7 +2,7 @@
 keys, and a one-line error naming the key path of the first problem.
 
 ``bench/suite.py`` turns a validated document into the frozen ``Suite`` the runner uses; the
-gate reads its settings through :class:`GateSettings` (one definition, one validation).
+gate reads its settings through :class:`GateSection` (one definition, one validation).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from halbench.errors import UserError
 
-__all__ = ["GateSettings", "GateOverride", "SettingsModel", "SuiteDoc", "validate_doc", "one_line"]
+__all__ = ["GateSection", "GateOverride", "SettingsModel", "SuiteDoc", "validate_doc", "one_line"]
 
 Finite = Annotated[float, Field(allow_inf_nan=False)]
 Name = Annotated[str, Field(min_length=1, max_length=200)]
@@ -37,18 +37,20 @@ class SettingsModel(_Strict):
 
 
 class GateOverride(_Strict):
-    threshold: Annotated[Finite, Field(ge=0, le=100)] | None = None
+    threshold: Annotated[Finite, Field(ge=0, le=10)] | None = None
     noise_floor_ms: Annotated[Finite, Field(ge=0)] | None = None
 
 
-class GateSettings(_Strict):
-    """How the gate judges a suite's benchmarks: threshold (relative slowdown that may fail),
-    absolute noise floor, significance level, and per-benchmark overrides by name pattern."""
+class GateSection(_Strict):
+    """A gate section as written (suite ``gate:``, stored results, ``--gate-file``): threshold
+    (relative slowdown that may fail; 10 = 11x), absolute noise floor, significance level, and
+    per-benchmark overrides by name or glob (optionally ``@device``). Keys left out take the
+    gate's defaults (``reports/thresholds.py``); this is the one validation of all three."""
 
-    threshold: Annotated[Finite, Field(ge=0, le=100)] = 0.05
-    noise_floor_ms: Annotated[Finite, Field(ge=0)] = 0.0
-    alpha: Annotated[Finite, Field(gt=0, lt=1)] = 0.05
-    overrides: dict[Name, GateOverride] = Field(default_factory=dict)
+    threshold: Annotated[Finite, Field(ge=0, le=10)] | None = None
+    noise_floor_ms: Annotated[Finite, Field(ge=0)] | None = None
+    alpha: Annotated[Finite, Field(ge=1e-9, le=0.5)] | None = None
+    overrides: dict[Name, GateOverride] | None = None
 
 
 class ModelEntry(_Strict):
@@ -107,7 +109,7 @@ class SuiteDoc(_Strict):
     description: str | None = None
     devices: list[Name] | Name = Field(default_factory=lambda: ["*"])
     settings: SettingsModel | None = None
-    gate: GateSettings = Field(default_factory=GateSettings)
+    gate: GateSection = Field(default_factory=GateSection)
     models: list[ModelEntry] = Field(default_factory=list)
     micro: list[MicroEntry] = Field(default_factory=list)
 

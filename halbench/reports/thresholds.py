@@ -78,28 +78,19 @@ def _number(value: Any, key: str, where: str) -> float:
 def validate_gate(doc: Any, where: str) -> dict[str, Any]:
     """Check a gate section (suite, results file or gate file); return it with floats.
 
-    Raises UserError naming the key, so a typo cannot silently loosen the gate.
-    """
-    doc = {} if doc is None else doc
-    if not isinstance(doc, dict):
-        raise UserError(f"{where}: expected a mapping of {', '.join(sorted(_KEYS))}")
-    unknown = sorted(set(doc) - _KEYS)
-    if unknown:
-        raise UserError(f"{where}: unknown key {unknown[0]!r}; known: {', '.join(sorted(_KEYS))}")
-    out: dict[str, Any] = {k: _number(doc[k], k, where) for k in _RANGES if doc.get(k) is not None}
-    overrides = doc.get("overrides") or {}
-    if not isinstance(overrides, dict):
-        raise UserError(f"{where}.overrides: expected a mapping of benchmark name or glob to "
-                        f"{{threshold, noise_floor_ms}}")
-    out["overrides"] = {}
-    for name, o in overrides.items():
-        w = f"{where}.overrides[{name!r}]"
-        if not isinstance(o, dict):
-            raise UserError(f"{w}: expected a mapping of {', '.join(sorted(_OVERRIDE_KEYS))}")
-        bad = sorted(set(o) - _OVERRIDE_KEYS)
-        if bad:
-            raise UserError(f"{w}: unknown key {bad[0]!r}; known: {', '.join(sorted(_OVERRIDE_KEYS))}")
-        out["overrides"][str(name)] = {k: _number(v, k, w) for k, v in o.items() if v is not None}
+    The one definition of a valid gate section is the suite schema's ``GateSection``: suites,
+    stored results and gate files are all checked by it. A UserError names the key, so a typo
+    cannot silently loosen the gate."""
+    from pydantic import ValidationError
+
+    from halbench.bench.suite_schema import GateSection, one_line
+
+    try:
+        g = GateSection.model_validate({} if doc is None else doc)
+    except ValidationError as e:
+        raise one_line(e, where) from None
+    out: dict[str, Any] = {k: float(v) for k, v in g.model_dump(exclude_none=True, exclude={"overrides"}).items()}
+    out["overrides"] = {str(k): o.model_dump(exclude_none=True) for k, o in (g.overrides or {}).items()}
     return out
 
 

@@ -65,7 +65,7 @@ CASES = [
     ("run", _set("run", _DELETE), r"^run: missing"),
     ("git_commit", _set("run.git_commit", 5), r"^run\.git_commit: expected str or null, got int"),
     ("gate threshold", _set("run.suite.gate.threshold", -1),
-     r"^run\.suite\.gate\.threshold: expected a number >= 0"),
+     r"^run\.suite\.gate: threshold: Input should be greater than or equal to 0"),
     ("device identity", _set("devices.vulkan://0.identity", _DELETE),
      r"^devices\.vulkan://0\.identity: missing"),
     ("sample", _set("benchmarks.0.samples.device_ms.2", "abc"),

@@ -74,12 +74,13 @@ def test_the_suites_glob_overrides_apply() -> None:
 
 
 @pytest.mark.parametrize("text, error", [
-    ("threshold: -1\n", "threshold: expected a number between 0 and 10"),
+    ("threshold: -1\n", "threshold: Input should be greater than or equal to 0"),
     ("treshold: 0.1\n", "unknown key 'treshold'"),
     ("overrides: {resnet50/b1: {threshhold: 2}}\n", "unknown key 'threshhold'"),
-    ("overrides: [1, 2]\n", "overrides: expected a mapping"),
-    ("alpha: 0.9\n", "alpha: expected a number between"),
-    ("- 1\n", "expected a mapping"),
+    ("overrides: [1, 2]\n", "overrides: Input should be a valid dictionary"),
+    ("alpha: 0.9\n", "alpha: Input should be less than or equal to 0.5"),
+    ("threshold: .nan\n", "threshold: must be a finite number"),
+    ("- 1\n", "Input should be a valid dictionary"),
     ("threshold: [\n", "not valid YAML"),
 ])
 def test_invalid_gate_file_is_unusable_input(results_file, tmp_path: Path, text: str, error: str) -> None:
