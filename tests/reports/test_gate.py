@@ -154,6 +154,33 @@ def test_a_quiet_benchmark_on_a_noisy_device_takes_the_device_noise() -> None:
     assert outcome(alone, "mobilenetv2/b1", dev).result == "regression"  # a quiet device: it is real
 
 
+def _scale_device(doc: dict, device: str, factor: float) -> dict:
+    """Every benchmark of one device ``factor`` times slower: a machine that changed, or a change
+    of the code that slows everything alike."""
+    for b in doc["benchmarks"]:
+        if b["device"] == device and b["status"] == "ok":
+            b["samples"] = {k: [round(v * factor, 6) for v in vs] if k != "blocks" else vs
+                            for k, vs in b["samples"].items()}
+    return doc
+
+
+def test_a_whole_device_moving_together_is_inconclusive_never_pass() -> None:
+    """Seen in A/A runs minutes apart: every benchmark of local-sync 50-115% slower at once."""
+    base = make_results(seed=1)
+    report = run_gate(base, _scale_device(make_results(seed=2), "cuda://0", 1.6))
+    on_cuda = [o for o in report.outcomes if o.device == "cuda://0" and o.decision
+               and o.decision.allowance < 0.6]  # not the 3 us dispatch under its noise floor
+    assert on_cuda and all(o.result == "inconclusive" for o in on_cuda), [o.reason for o in on_cuda]
+    assert "the device's benchmarks moved +60" in on_cuda[0].reason
+    assert all(o.result == "pass" for o in report.outcomes if o.device == "vulkan://0")
+    # A faster machine must not hide a slowdown: resnet50/b1 unchanged while its device got 40%
+    # faster is 1/0.6 slower than the rest.
+    faster = run_gate(base, _scale_device(make_results(seed=2, slowdown={"resnet50/b1": 1 / 0.6}),
+                                          "cuda://0", 0.6))
+    o = outcome(faster, "resnet50/b1", "cuda://0")
+    assert o.result == "inconclusive" and "could hide under a faster machine" in o.reason, o.reason
+
+
 def test_inconclusive_says_what_could_hide_and_what_would_detect_it() -> None:
     name, dev = "resnet50/b1", "vulkan://0"
     base = set_repetitions(make_results(seed=1), name, dev, [1.00, 1.10, 0.92])
