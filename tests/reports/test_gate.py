@@ -205,11 +205,15 @@ def test_exit_codes_and_inconclusive_mapping(results_file) -> None:
     assert gate("--baseline", str(quiet), "--candidate", str(slow))[0] == 1
     assert gate("--baseline", str(quiet), "--candidate", str(quiet_reps.parent / "nope.json"))[0] == 2
     code, out = gate("--baseline", str(quiet_reps), "--candidate", str(noisy))
-    assert code == 3 and "gate: INCONCLUSIVE: 1 benchmark" in out, out
+    assert code == 3 and "gate: INCONCLUSIVE: 1 benchmark could hide a slowdown" in out, out
     code, out = gate("--baseline", str(quiet_reps), "--candidate", str(noisy), "--inconclusive", "pass")
     assert code == 0 and "counted as a pass by --inconclusive=pass" in out
-    code, out = gate("--baseline", str(quiet_reps), "--candidate", str(noisy), "--inconclusive", "fail")
+    junit = quiet.parent / "gate.xml"
+    code, out = gate("--baseline", str(quiet_reps), "--candidate", str(noisy), "--inconclusive", "fail",
+                     "--junit", str(junit))
     assert code == 1 and "counted as a failure" in out
+    failures = [f for f in ET.parse(junit).getroot().iter("failure")]
+    assert [f.get("type") for f in failures] == ["inconclusive"]
     # A regression outranks inconclusive; --inconclusive=pass does not hide it.
     code, _ = gate("--baseline", str(quiet), "--candidate", str(slow), "--inconclusive", "pass")
     assert code == 1
