@@ -472,13 +472,17 @@ def gate_cmd(ctx: click.Context, baseline: str, candidate: str, threshold: float
     \b
     Per benchmark, the allowance is the threshold, or the noise floor where that is larger:
       REGRESSION    surely slower than the allowance: the change's 99% lower bound is above
-                    it (noise from the spread of the suite's repetitions) and a one-sided
-                    Mann-Whitney U test on the samples agrees; or wrong results.
+                    it, also against the median move of the device's benchmarks; every
+                    candidate repetition is slower than every baseline one by more than that;
+                    a one-sided Mann-Whitney U test on the samples agrees. Or wrong results.
       PASS          the change's 95% upper bound is within the allowance.
-      INCONCLUSIVE  the noise could hide a slowdown beyond the allowance; the reason says how
-                    large, and about how many repetitions per side would detect one.
-    Limits come from the baseline's suite, then --gate-file, then the flags; never from the
-    candidate.
+      INCONCLUSIVE  the noise could hide a slowdown beyond the allowance, or the machine
+                    (its repetitions, or the whole device) moved as much as the change; the
+                    reason says how large a slowdown could hide and about how many
+                    repetitions per side would detect one.
+    Noise comes from the spread of the suite's repetitions (robust: one outlier repetition
+    does not widen it), at least the median spread of the device's benchmarks. Limits come
+    from the baseline's suite, then --gate-file, then the flags; never from the candidate.
 
     \b
     Exit codes:

@@ -170,10 +170,11 @@ def compare_samples(base: Sequence[float] | Stats, new: Sequence[float] | Stats,
                     alpha: float = 0.01, min_change: float = 0.01,
                     alternative: str = "two-sided",
                     noise_threshold: float = NOISE_THRESHOLD) -> Comparison:
-    """Compare two sets of timings (lower is better).
+    """Compare two sets of timings (lower is better), sample against sample.
 
-    ``alternative='greater'`` asks only "is new slower?" (the gate); 'two-sided' asks "did it
-    change?" (compare). A change is reported as faster/slower only when it is significant and at
+    Not what ``compare`` and ``gate`` decide by: that is ``halbench.reports.decision``, which
+    also weighs the repetitions. ``alternative='greater'`` asks only "is new slower?";
+    'two-sided' asks "did it change?". A change is reported as faster/slower only when it is significant and at
     least ``min_change`` in relative size; otherwise the verdict is 'noisy' when either side is
     noisy (the test could not have seen a small change), else 'same'.
     """

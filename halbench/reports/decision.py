@@ -13,19 +13,25 @@ and a CI verdict cannot disagree. The rule, per benchmark (lower times are bette
    three repetitions can agree by luck on a machine whose load changes, and the other benchmarks
    show that). It is never less than the samples' own scatter allows. Without repetitions only
    the samples are there, and the noise between runs is not measured.
-4. Bounds: ``low = change - t(1-alpha)*se`` and ``high = change + t(1-beta)*se`` (Student t,
-   degrees of freedom: repetitions, else samples, minus 2).
-5. Verdict:
+4. Device move: from 4 benchmarks of a device on (MIN_SHIFT_GROUP), the median change of the
+   device's benchmarks between the same two runs. A machine whose load or clocks changed between
+   the runs moves them all; so does a change that slows everything alike, and one pair of runs
+   cannot tell those apart. A change counts as the code's only as far as it also stands out from
+   its device's move: ``up = min(change, change - move)`` and ``down = max(change, change - move)``.
+5. Bounds: ``low = up - t(1-alpha)*se`` and ``high = down + t(1-beta)*se`` (Student t, degrees
+   of freedom: repetitions, else samples, minus 2).
+6. Verdict:
    - ``slower`` (the gate's REGRESSION), all of: ``low > allowance``; the candidate's fastest
      repetition slower than the baseline's slowest by more than the allowance and by more than
      either side's repetitions stray towards the other (a repetition that strays towards the other
      side shows how far the machine alone moves this benchmark; one that strays away, like one
      slow repetition of a slow candidate, is ignored); and the samples agree (one-sided
      Mann-Whitney U p < alpha; below 5 samples a side, confidence intervals that do not overlap);
-   - ``faster``: the mirror image;
+   - ``faster``: the mirror image (``down + t(1-alpha)*se < -allowance``, ...);
    - ``same`` (PASS): ``high <= allowance``: no slowdown beyond the allowance hides in the noise;
-   - ``inconclusive``: anything else. The reason says what slowdown the noise could hide and about
-     how many repetitions per side would detect one of the allowance's size.
+   - ``inconclusive``: anything else. The reason says why: what slowdown the noise could hide and
+     about how many repetitions per side would detect one of the allowance's size; or that the
+     repetitions, or the whole device, moved as much as the change.
 
 A zero median (below the timer's resolution) has no ratio: then milliseconds are compared with
 the noise floor, and the change is ``None``.
@@ -52,6 +58,7 @@ __all__ = [
     "ALPHA",
     "BETA",
     "DEFAULT_THRESHOLD",
+    "MIN_SHIFT_GROUP",
     "VERDICTS",
     "Decision",
     "Limits",
@@ -66,6 +73,8 @@ ALPHA = 0.01
 BETA = 0.05
 DEFAULT_THRESHOLD = 0.05
 VERDICTS = ("faster", "same", "slower", "inconclusive")
+#: Benchmarks of one device (in the same two runs) needed to read a move of the whole device.
+MIN_SHIFT_GROUP = 4
 _MAX_NEEDED = 1000  # above this, "repetitions needed" reads "more than"
 _MEDIAN_SE = math.sqrt(math.pi / 2)
 
@@ -107,6 +116,7 @@ class Decision:
     noise_source: str  # "repetitions" | "samples"
     repetition_sd: float | None  # sd of this benchmark's log repetition medians (robust)
     device_repetition_sd: float | None  # the median of that over its device's benchmarks
+    device_shift: float | None  # the median change of its device's benchmarks; None: too few
     repetitions: tuple[int, int]  # (base, new)
     samples: tuple[int, int]
     method: str  # "mann-whitney" | "ci-overlap": the sample-level test
@@ -128,24 +138,35 @@ class Decision:
 
 
 def decide_all(pairs: Sequence[Pair], *, beta: float = BETA) -> list[Decision]:
-    """Judge every pair, each with its group's (device's) noise level as a floor on its own."""
+    """Judge every pair with what its group (device) shows in the same two runs: the median
+    repetition spread (a floor on each benchmark's own) and, from MIN_SHIFT_GROUP benchmarks
+    on, the median change (a move of the whole device, which one pair of runs cannot pin on the
+    code)."""
     spreads: dict[str, list[float]] = {}
+    moves: dict[str, list[float]] = {}
     for p in pairs:
         bm, nm = repetition_medians(p.base, p.base_blocks), repetition_medians(p.new, p.new_blocks)
-        if len(bm) >= 2 and len(nm) >= 2 and min(bm + nm) > 0:
+        if min(bm + nm) <= 0:
+            continue
+        moves.setdefault(p.group, []).append(math.log(float(np.median(nm)) / float(np.median(bm))))
+        if len(bm) >= 2 and len(nm) >= 2:
             spreads.setdefault(p.group, []).append(repetition_sd(bm, nm))
     level = {g: float(np.median(v)) for g, v in spreads.items()}
+    shift = {g: float(np.median(v)) for g, v in moves.items() if len(v) >= MIN_SHIFT_GROUP}
     return [decide(p.base, p.new, p.limits, base_blocks=p.base_blocks, new_blocks=p.new_blocks,
-                   beta=beta, device_repetition_sd=level.get(p.group)) for p in pairs]
+                   beta=beta, device_repetition_sd=level.get(p.group),
+                   device_shift=shift.get(p.group)) for p in pairs]
 
 
 def decide(base: Sequence[float], new: Sequence[float], limits: Limits = Limits(), *,
            base_blocks: Sequence[int] | None = None, new_blocks: Sequence[int] | None = None,
-           beta: float = BETA, device_repetition_sd: float | None = None) -> Decision:
+           beta: float = BETA, device_repetition_sd: float | None = None,
+           device_shift: float | None = None) -> Decision:
     """Judge ``new`` against ``base`` (timings, lower is better); see the module docstring.
 
-    ``device_repetition_sd`` is the device's noise level (from :func:`decide_all`), a floor on
-    this benchmark's own repetition spread.
+    From :func:`decide_all`: ``device_repetition_sd`` is the device's noise level, a floor on
+    this benchmark's own repetition spread; ``device_shift`` the median log change of the
+    device's benchmarks, which a change must exceed to be the code's.
     """
     if not len(base) or not len(new):
         raise ValueError("decide needs at least one sample on each side")
@@ -160,7 +181,7 @@ def decide(base: Sequence[float], new: Sequence[float], limits: Limits = Limits(
     tiny = min(x for x in (*base, *new) if x > 0)
     base = [max(x, tiny) for x in base]
     new = [max(x, tiny) for x in new]
-    return _decide_ratio(base, new, bm, nm, common, beta, device_repetition_sd,
+    return _decide_ratio(base, new, bm, nm, common, beta, device_repetition_sd, device_shift,
                          base_blocks if len(bm) > 1 else None, new_blocks if len(nm) > 1 else None)
 
 
@@ -197,7 +218,8 @@ def _gap(bm: list[float], nm: list[float], b0: float, n0: float, slower: bool) -
     return math.log(min(nm) / max(bm)), max(math.log(n0 / min(nm)), math.log(max(bm) / b0))
 
 
-def _decide_ratio(base, new, bm, nm, common, beta, device_sd, bblocks, nblocks) -> Decision:
+def _decide_ratio(base, new, bm, nm, common, beta, device_sd, device_shift, bblocks, nblocks
+                  ) -> Decision:
     lim: Limits = common["limits"]
     b0, n0 = common["base_ms"], common["new_ms"]
     change, d = n0 / b0 - 1, math.log(n0 / b0)
@@ -205,7 +227,10 @@ def _decide_ratio(base, new, bm, nm, common, beta, device_sd, bblocks, nblocks) 
     tau = math.log1p(allowance)
     se, described, units = _noise(base, new, bm, nm, bblocks, nblocks, device_sd)
     repeated = described["noise_source"] == "repetitions"
-    numbers = {"change": change, "allowance": allowance, "noise": se, **described}
+    # A change counts for the code only as far as it also stands out from its device's move.
+    up, down = min(d, d - (device_shift or 0.0)), max(d, d - (device_shift or 0.0))
+    numbers = {"change": change, "allowance": allowance, "noise": se, **described,
+               "device_shift": None if device_shift is None else math.expm1(device_shift)}
     df = units[0] + units[1] - 2
     if df < 1:
         return Decision("inconclusive", low=None, high=None, method="none", p_value=None,
@@ -218,25 +243,34 @@ def _decide_ratio(base, new, bm, nm, common, beta, device_sd, bblocks, nblocks) 
     gap, stray = _gap(bm, nm, b0, n0, d >= 0) if repeated else (abs(d), 0.0)
     clear = gap > max(tau, stray)  # the repetitions separate by more than the machine moves them
     needed = _needed(se, units, tau, lim.alpha, beta)
-    low, high = math.expm1(d - q_alpha * se), math.expm1(d + q_beta * se)
+    low, high = math.expm1(up - q_alpha * se), math.expm1(down + q_beta * se)
     what = f"{change:+.1%}"
     allow = f"+{allowance:.1%}" + (" (noise floor)" if allowance > lim.threshold else "")
     hides = (f"the noise could hide a slowdown up to {high:+.1%} > {allow}; "
              f"{_needed_text(needed, 'repetitions' if repeated else 'samples')}")
-    if d - q_alpha * se > tau and significant and clear:
+    moved = f"the device's benchmarks moved {math.expm1(device_shift or 0):+.1%} together"
+    if up - q_alpha * se > tau and significant and clear:
         verdict, reason = "slower", f"slower {what}: surely more than {allow} (at least {low:+.1%})"
-    elif d + q_alpha * se < -tau and significant and clear:
+    elif down + q_alpha * se < -tau and significant and clear:
         verdict, reason = "faster", f"faster {what}: surely faster than -{allowance:.1%}"
-    elif d + q_beta * se <= tau:
+    elif down + q_beta * se <= tau:
         verdict, reason = "same", f"{what}: no slowdown beyond {allow} (at most {high:+.1%})"
         if repeated and max(nm) / b0 - 1 > allowance:
             reason += (f"; the slowest candidate repetition was {max(nm) / b0 - 1:+.0%}, an "
                        f"outlier next to the others")
+    elif d - q_alpha * se > tau and significant and clear:
+        verdict = "inconclusive"
+        reason = (f"slower {what}, but {moved} between the two runs: a change of the machine, or "
+                  f"one that slows everything alike, which one pair of runs cannot tell apart; "
+                  f"{_needed_text(None, 'repetitions')}")
     elif d - q_alpha * se > tau and significant:
         verdict = "inconclusive"
         reason = (f"slower {what}, but the repetitions do not separate by more than the machine "
                   f"moves them ({_ms(bm)} -> {_ms(nm)} ms): the machine may have changed, not "
                   f"the code; {_needed_text(None, 'repetitions')}")
+    elif d + q_beta * se <= tau:
+        verdict = "inconclusive"
+        reason = f"{what}, but {moved}: a slowdown up to {high:+.1%} could hide under a faster machine"
     elif d - q_alpha * se > 0 and significant:
         verdict, reason = "inconclusive", f"slower {what} (significant), but {hides}"
     else:
@@ -296,6 +330,6 @@ def _decide_absolute(base, new, common) -> Decision:
         reason = f"{delta:+.4g} ms beyond the noise floor {floor:g} ms but not significant; {why}"
     return Decision(verdict, change=(n0 / b0 - 1) if b0 > 0 else None, low=None, high=None,
                     allowance=None, noise=None, noise_source="samples", repetition_sd=None,
-                    device_repetition_sd=None, method=method, p_value=p, needed=None, reason=reason,
+                    device_repetition_sd=None, device_shift=None, method=method, p_value=p, needed=None, reason=reason,
                     **common)
 

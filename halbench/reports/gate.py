@@ -112,12 +112,14 @@ class GateReport:
             mapped = (f" (counted as {'a pass' if self.exit_code == EXIT_PASS else 'a failure'} by "
                       f"--inconclusive={self.inconclusive_mode})"
                       if self.inconclusive_mode != "report" else "")
-            return (f"INCONCLUSIVE: {n(self.inconclusive)} benchmark{s(n(self.inconclusive))} too "
-                    f"noisy to rule out a slowdown, no regression{mapped}")
+            return (f"INCONCLUSIVE: {n(self.inconclusive)} benchmark{s(n(self.inconclusive))} "
+                    f"could hide a slowdown beyond the allowance, no regression{mapped}")
         return f"PASS: {n(self.outcomes)} benchmarks, no slowdown beyond their allowance"
 
 
 def _statistic(key: str, d: Decision) -> str:
+    if d.method == "none":
+        return f"one sample a side on {key}"
     test = (f"Mann-Whitney U one-sided on {key} (n={d.samples[0]}/{d.samples[1]}), p={d.p_value:.2g}"
             if d.method == "mann-whitney" else
             f"{1 - 2 * d.limits.alpha:.0%} CI overlap on {key} (n={d.samples[0]}/{d.samples[1]} < 5)")

@@ -154,6 +154,33 @@ def test_a_quiet_benchmark_on_a_noisy_device_takes_the_device_noise() -> None:
     assert outcome(alone, "mobilenetv2/b1", dev).result == "regression"  # a quiet device: it is real
 
 
+def _scale_device(doc: dict, device: str, factor: float) -> dict:
+    """Every benchmark of one device ``factor`` times slower: a machine that changed, or a change
+    of the code that slows everything alike."""
+    for b in doc["benchmarks"]:
+        if b["device"] == device and b["status"] == "ok":
+            b["samples"] = {k: [round(v * factor, 6) for v in vs] if k != "blocks" else vs
+                            for k, vs in b["samples"].items()}
+    return doc
+
+
+def test_a_whole_device_moving_together_is_inconclusive_never_pass() -> None:
+    """Seen in A/A runs minutes apart: every benchmark of local-sync 50-115% slower at once."""
+    base = make_results(seed=1)
+    report = run_gate(base, _scale_device(make_results(seed=2), "cuda://0", 1.6))
+    on_cuda = [o for o in report.outcomes if o.device == "cuda://0" and o.decision
+               and o.decision.allowance < 0.6]  # not the 3 us dispatch under its noise floor
+    assert on_cuda and all(o.result == "inconclusive" for o in on_cuda), [o.reason for o in on_cuda]
+    assert "the device's benchmarks moved +60" in on_cuda[0].reason
+    assert all(o.result == "pass" for o in report.outcomes if o.device == "vulkan://0")
+    # A faster machine must not hide a slowdown: resnet50/b1 unchanged while its device got 40%
+    # faster is 1/0.6 slower than the rest.
+    faster = run_gate(base, _scale_device(make_results(seed=2, slowdown={"resnet50/b1": 1 / 0.6}),
+                                          "cuda://0", 0.6))
+    o = outcome(faster, "resnet50/b1", "cuda://0")
+    assert o.result == "inconclusive" and "could hide under a faster machine" in o.reason, o.reason
+
+
 def test_inconclusive_says_what_could_hide_and_what_would_detect_it() -> None:
     name, dev = "resnet50/b1", "vulkan://0"
     base = set_repetitions(make_results(seed=1), name, dev, [1.00, 1.10, 0.92])
@@ -178,11 +205,15 @@ def test_exit_codes_and_inconclusive_mapping(results_file) -> None:
     assert gate("--baseline", str(quiet), "--candidate", str(slow))[0] == 1
     assert gate("--baseline", str(quiet), "--candidate", str(quiet_reps.parent / "nope.json"))[0] == 2
     code, out = gate("--baseline", str(quiet_reps), "--candidate", str(noisy))
-    assert code == 3 and "gate: INCONCLUSIVE: 1 benchmark" in out, out
+    assert code == 3 and "gate: INCONCLUSIVE: 1 benchmark could hide a slowdown" in out, out
     code, out = gate("--baseline", str(quiet_reps), "--candidate", str(noisy), "--inconclusive", "pass")
     assert code == 0 and "counted as a pass by --inconclusive=pass" in out
-    code, out = gate("--baseline", str(quiet_reps), "--candidate", str(noisy), "--inconclusive", "fail")
+    junit = quiet.parent / "gate.xml"
+    code, out = gate("--baseline", str(quiet_reps), "--candidate", str(noisy), "--inconclusive", "fail",
+                     "--junit", str(junit))
     assert code == 1 and "counted as a failure" in out
+    failures = [f for f in ET.parse(junit).getroot().iter("failure")]
+    assert [f.get("type") for f in failures] == ["inconclusive"]
     # A regression outranks inconclusive; --inconclusive=pass does not hide it.
     code, _ = gate("--baseline", str(quiet), "--candidate", str(slow), "--inconclusive", "pass")
     assert code == 1
