@@ -181,6 +181,11 @@ def _run_suite(suite: Suite, output: str | os.PathLike, devices: list[str] | Non
         written = _write(out_path, doc)
         finished = True
         return written
+    except KeyboardInterrupt:
+        # Interrupted: the journal holds what finished. Leave the devices to the process's exit:
+        # an interrupt may have landed inside a driver call, and closing could wait on it.
+        open_devices.clear()
+        raise
     finally:
         bar.close()
         journal.close(finished)

@@ -35,7 +35,7 @@ def _default_sigint() -> None:
 
 
 def _cli(*args: str, **kw) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONFAULTHANDLER": "1"}
     return subprocess.Popen([sys.executable, "-m", "halbench", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env, preexec_fn=_default_sigint, **kw)
 
@@ -62,7 +62,12 @@ def test_an_interrupted_run_keeps_the_old_results_and_resume_finishes_it(tmp_pat
     while _results_in_journal(journal) < 1 and time.monotonic() < deadline:
         time.sleep(0.05)
     p.send_signal(sig)
-    p.communicate(timeout=60)
+    try:
+        p.communicate(timeout=120)
+    except subprocess.TimeoutExpired:  # a hang: show where (faulthandler prints on SIGABRT)
+        p.send_signal(signal.SIGABRT)
+        _, err = p.communicate(timeout=30)
+        pytest.fail(f"run-suite did not stop after {signal.Signals(sig).name}:\n{err[-3000:]}")
     assert out.read_text() == '{"old": "results"}'  # untouched
     done = _results_in_journal(journal)
     assert 1 <= done < 4
