@@ -113,3 +113,24 @@ def test_import_halbench_loads_no_wgpu():
                         "halbench.drivers.driver_names(); print('wgpu' in sys.modules)"],
                        capture_output=True, text=True, timeout=60)
     assert r.stdout.strip() == "False", r.stderr
+
+
+def test_profiles_of_more_dispatches_than_one_query_set_holds(dev):
+    """WebGPU caps a query set at 4096 queries (2048 timed dispatches): a longer command buffer
+    spreads its timestamps over several sets and still times every dispatch."""
+    from tests.hal import kernels_webgpu
+
+    exe = dev.load_executable(kernels_webgpu.build("add_one", "webgpu-wgsl-v1"))
+    buf = dev.allocate(256)
+    buf.write(np.zeros(64, np.uint32))
+    n = 2048 + 5
+    cb = dev.command_buffer(profile=True)
+    for _ in range(n):
+        cb.dispatch(exe, "main", (1,), [buf], [64])
+    cb.end()
+    sub = dev.submit(cb)
+    sub.wait(TIMEOUT_S)
+    p = sub.profile()
+    assert len(p.dispatches) == n and all(t.duration_ns >= 0 for t in p.dispatches)
+    assert p.dispatches[-1].end_ns >= p.dispatches[2048].start_ns >= p.dispatches[2047].end_ns
+    assert (buf.read(np.uint32) == n).all()

@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 from halbench.compiler.codegen.c2wgsl import C_TYPES, Scope, translate, translate_function
 from halbench.compiler.codegen.glsl import render
 from halbench.compiler.codegen.kernels import Plan, as_dispatch, plan_dispatch
-from halbench.compiler.codegen.lang import Lang, ctype
+from halbench.compiler.codegen.lang import Lang
 from halbench.compiler.codegen.tuning import Tuning, tuning_for
 from halbench.compiler.codegen.variant import GpuVariant
 from halbench.compiler.ir import Graph
@@ -105,8 +105,6 @@ def _library_functions() -> dict[str, tuple[str, str, str, list[str]]]:
 
 def _needs(text: str) -> list[str]:
     need = [f for f in _LIB_FUNCS if re.search(rf"\b{f}\(", text)]
-    if "hb_round_bf16" in need or any(f"hb_st_{i}" in text for i in range(0)):
-        need.append("hb_f2bf")
     lib = _library_functions()
     # a library function may call another (hb_round_bf16 -> hb_f2bf): close over those
     changed = True
@@ -246,6 +244,3 @@ def generate_webgpu(d: Any, g: Graph, target: Any = None, *, validate: bool = Tr
     entry = EntryPoint("main", len(disp.values) + plan.status, 0, plan.workgroup_size)
     return [GpuVariant(FORMAT, t.name, src.encode(), entry, plan.workgroups, (), src, "wgsl")]
 
-
-def _ctype_check(dtype: str) -> str:
-    return ctype(dtype)

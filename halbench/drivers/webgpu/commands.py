@@ -32,6 +32,9 @@ from halbench.hal import (
 
 __all__ = ["WebGpuExecutable", "WebGpuCommandBuffer", "fill_executable"]
 
+#: Dispatches timed per query set (WebGPU allows 4096 queries in one: two per dispatch).
+_PER_SET = 2048
+
 _FILL_WGSL = """
 @group(0) @binding(0) var<storage, read_write> buf: array<u32>;
 @group(0) @binding(1) var<uniform> hb_c: array<vec4<u32>, 1>;
@@ -107,7 +110,7 @@ class WebGpuCommandBuffer(CommandBuffer):
         self.ops: list[tuple[str, Any]] = []
         self.scratch: list[Any] = []
         self.uniforms: Any = None
-        self.query_set: Any = None
+        self.query_sets: list[Any] = []  # WebGPU caps a query set at 4096: _PER_SET dispatches each
 
     # -- recording ------------------------------------------------------------------------
     def _dispatch(self, executable: Executable, entry: EntryPoint, workgroups: tuple[int, int, int],
@@ -170,8 +173,10 @@ class WebGpuCommandBuffer(CommandBuffer):
                                     "resource": {"buffer": self.uniforms, "offset": off, "size": size}})
                 d.bind_group = dev.wgpu.create_bind_group(layout=d.layout, entries=entries)
             if self.profile and dispatches:
-                self.query_set = dev.wgpu.create_query_set(type=wgpu.QueryType.timestamp,
-                                                           count=2 * len(dispatches))
+                n = len(dispatches)
+                self.query_sets = [dev.wgpu.create_query_set(type=wgpu.QueryType.timestamp,
+                                                             count=2 * min(_PER_SET, n - i))
+                                   for i in range(0, n, _PER_SET)]
         except Exception as e:  # noqa: BLE001
             raise wgpu_error(e, "recording a command buffer", dev) from None
 
@@ -194,8 +199,9 @@ class WebGpuCommandBuffer(CommandBuffer):
             else:
                 if self.profile:
                     cpass = enc.begin_compute_pass(timestamp_writes={
-                        "query_set": self.query_set, "beginning_of_pass_write_index": 2 * k,
-                        "end_of_pass_write_index": 2 * k + 1})
+                        "query_set": self.query_sets[k // _PER_SET],
+                        "beginning_of_pass_write_index": 2 * (k % _PER_SET),
+                        "end_of_pass_write_index": 2 * (k % _PER_SET) + 1})
                 elif cpass is None:
                     cpass = enc.begin_compute_pass()
                 cpass.set_pipeline(op.pipeline)
@@ -210,7 +216,9 @@ class WebGpuCommandBuffer(CommandBuffer):
         if self.profile and k:
             sub.resolve = dev.wgpu.create_buffer(size=16 * k, usage=wgpu.BufferUsage.QUERY_RESOLVE |
                                                  wgpu.BufferUsage.COPY_SRC)
-            enc.resolve_query_set(self.query_set, 0, 2 * k, sub.resolve, 0)
+            for j, qs in enumerate(self.query_sets):
+                count = 2 * min(_PER_SET, k - j * _PER_SET)
+                enc.resolve_query_set(qs, 0, count, sub.resolve, j * _PER_SET * 16)
         return enc.finish()
 
     def _profile(self, sub: Any) -> Profile:
@@ -228,8 +236,9 @@ class WebGpuCommandBuffer(CommandBuffer):
                        host_submit_ns=host, host_done_ns=sub.host_done_ns)
 
     def release(self) -> None:
-        for obj in (self.uniforms, self.query_set, *self.scratch):
+        for obj in (self.uniforms, *self.query_sets, *self.scratch):
             if obj is not None:
                 obj.destroy()
-        self.uniforms = self.query_set = None
+        self.uniforms = None
+        self.query_sets = []
         self.scratch = []
