@@ -45,3 +45,25 @@ def compile_and_run(model_path: str | Path, feeds: dict[str, np.ndarray], tmp: P
     out = tmp / (Path(model_path).stem + ".hbx")
     cm.write(out)
     return run_local(out, feeds), cm
+
+
+def device_or_skip(uri: str) -> str:
+    """``uri`` when a device opens there; otherwise the test skips with the reason."""
+    import pytest
+
+    import halbench
+
+    try:
+        halbench.create_device(uri).close()
+    except Exception as e:  # noqa: BLE001 - no such device here: skip with the reason
+        pytest.skip(f"no {uri} device: {e}")
+    return uri
+
+
+def compile_for(api: str, path: Path, tmp: Path, **options: object) -> Path:
+    """``path`` compiled for ``api`` and local (the oracle's variants) into ``tmp``."""
+    from halbench.compiler import CompileOptions, compile_model
+
+    bundle = tmp / (path.stem + ".hbx")
+    compile_model(path, CompileOptions(target_devices=(api, "local"), **options)).write(bundle)
+    return bundle

@@ -15,7 +15,7 @@ import numpy as np
 import onnx
 import pytest
 
-from tests.compiler.helpers import onnx_reference, rel_err, run_local
+from tests.compiler.helpers import compile_for, device_or_skip, onnx_reference, rel_err, run_local
 from tests.compiler.onnx_cases import CASES
 
 pytest.importorskip("onnxruntime")
@@ -38,21 +38,11 @@ MODELS = [
 
 @pytest.fixture(scope="module")
 def vulkan() -> str:
-    import halbench
-
-    try:
-        halbench.create_device("vulkan://").close()
-    except Exception as e:  # noqa: BLE001 - no Vulkan here: skip with the reason
-        pytest.skip(f"no Vulkan device: {e}")
-    return "vulkan://"
+    return device_or_skip("vulkan://")
 
 
 def compile_for_vulkan(path: Path, tmp: Path, **options: object) -> Path:
-    from halbench.compiler import CompileOptions, compile_model
-
-    bundle = tmp / (path.stem + ".hbx")
-    compile_model(path, CompileOptions(target_devices=("vulkan", "local"), **options)).write(bundle)
-    return bundle
+    return compile_for("vulkan", path, tmp, **options)
 
 
 def assert_close(out: list[np.ndarray], ref: list[np.ndarray], what: str) -> None:

@@ -15,7 +15,7 @@ import numpy as np
 import onnx
 import pytest
 
-from tests.compiler.helpers import onnx_reference, rel_err, run_local
+from tests.compiler.helpers import compile_for, device_or_skip, onnx_reference, rel_err, run_local
 from tests.compiler.onnx_cases import CASES
 
 pytest.importorskip("onnxruntime")
@@ -41,21 +41,11 @@ UNSUPPORTED: dict[str, str] = {}
 
 @pytest.fixture(scope="module")
 def webgpu() -> str:
-    import halbench
-
-    try:
-        halbench.create_device("webgpu://").close()
-    except Exception as e:  # noqa: BLE001 - no WebGPU adapter here: skip with the reason
-        pytest.skip(f"no WebGPU device: {e}")
-    return "webgpu://"
+    return device_or_skip("webgpu://")
 
 
 def compile_for_webgpu(path: Path, tmp: Path, **options: object) -> Path:
-    from halbench.compiler import CompileOptions, compile_model
-
-    bundle = tmp / (path.stem + ".hbx")
-    compile_model(path, CompileOptions(target_devices=("webgpu", "local"), **options)).write(bundle)
-    return bundle
+    return compile_for("webgpu", path, tmp, **options)
 
 
 def assert_close(out: list[np.ndarray], ref: list[np.ndarray], what: str) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from halbench.errors import CompileError
 
@@ -60,29 +61,23 @@ class Scope:
     arrays: dict[str, str] = field(default_factory=dict)
     parent: Scope | None = None
 
-    def lookup(self, name: str) -> str | None:
+    def _find(self, table: str, name: str) -> Any:
+        """``name`` in ``table`` (vars, funcs or arrays) of this scope or the nearest enclosing one."""
         s: Scope | None = self
         while s is not None:
-            if name in s.vars:
-                return s.vars[name]
+            if name in getattr(s, table):
+                return getattr(s, table)[name]
             s = s.parent
         return None
+
+    def lookup(self, name: str) -> str | None:
+        return self._find("vars", name)
 
     def func(self, name: str) -> tuple[str, str | Callable[[list[str]], str]] | None:
-        s: Scope | None = self
-        while s is not None:
-            if name in s.funcs:
-                return s.funcs[name]
-            s = s.parent
-        return None
+        return self._find("funcs", name)
 
     def array(self, name: str) -> str | None:
-        s: Scope | None = self
-        while s is not None:
-            if name in s.arrays:
-                return s.arrays[name]
-            s = s.parent
-        return None
+        return self._find("arrays", name)
 
     def child(self) -> Scope:
         return Scope(parent=self)
