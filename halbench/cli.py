@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
+from typing import Any
 
 import click
 
@@ -351,11 +352,14 @@ def _ignored_rocm_flag(ctx: click.Context, param: click.Parameter, value: str | 
               help="Store weights in the bundle, or declare them seeded-random (small benchmark bundles).")
 @click.option("--input-shape", "input_shapes", multiple=True, metavar="NAME=1x3x224x224",
               help="Static shape for an input with dynamic dimensions (repeatable).")
+@click.option("--freeze-input", "frozen", multiple=True, metavar="NAME=2xi64=1,2",
+              help="Make an input a constant of the program (repeatable): for shape operands a model "
+                   "takes as inputs (a Reshape's shape, a Reduce's axes). Values as run-module --input.")
 @click.option("--dump-after", default=None, metavar="PASS", help="Print the IR after PASS (or all).")
 @click.option("--statistics", is_flag=True, help="Print compile statistics.")
 def compile_cmd(input_path: str, output: str, target_devices: tuple[str, ...], target_all: str | None,
-                weights: str, input_shapes: tuple[str, ...], dump_after: str | None, statistics: bool,
-                **per_backend: str | None) -> None:
+                weights: str, input_shapes: tuple[str, ...], frozen: tuple[str, ...], dump_after: str | None,
+                statistics: bool, **per_backend: str | None) -> None:
     """Compile an ONNX or MLIR model into a bundle (.hbx) for run-module and the runtime."""
     from halbench.bundle import write_bundle
 
@@ -373,12 +377,25 @@ def compile_cmd(input_path: str, output: str, target_devices: tuple[str, ...], t
                        for k, v in per_backend.items() if k.startswith("opt__") and v is not None}
     options = CompileOptions(target_devices=tuple(target_devices), weights=weights,
                              input_shapes=_input_shapes(input_shapes), dump_after=dump_after,
-                             targets={k: v for k, v in targets.items() if v}, backend_options=backend_options)
+                             targets={k: v for k, v in targets.items() if v}, backend_options=backend_options,
+                             input_values=_frozen_inputs(frozen))
     result = compile_model(input_path, options)
     write_bundle(output, result.manifest, result.members)
     if statistics:
         click.echo(json.dumps(result.statistics, indent=2, default=str) if result.statistics
                    else "no statistics reported")
+
+
+def _frozen_inputs(specs: tuple[str, ...]) -> dict[str, Any]:
+    from halbench.runtime.io import parse_input
+
+    out = {}
+    for s in specs:
+        name, _, value = s.partition("=")
+        if not name or not value:
+            raise UserError(f"malformed --freeze-input '{s}': write NAME=SHAPExTYPE=VALUES, e.g. axes=1xi64=1")
+        out[name] = parse_input(value)
+    return out
 
 
 def _input_shapes(specs: tuple[str, ...]) -> dict[str, tuple[int, ...]]:

@@ -55,7 +55,9 @@ class CompileOptions:
     ``list-targets``), ``auto`` (the first probed device of that API) or a ``dump-devices
     --format json`` file; an API left out gets its backend's default target.
     ``backend_options``: the backends' own options by name (``vulkan-dispatch-abi``).
-    ``input_shapes``, ``targets`` and ``backend_options`` may be given as dicts; they are kept as
+    ``input_values``: inputs frozen to these values (name -> array): they become constants of the
+    program and leave its signature; a static-shape compiler needs shape operands (a Reshape's
+    shape, a Reduce's axes) known. ``input_shapes``, ``targets`` and ``backend_options`` may be given as dicts; they are kept as
     sorted tuples of pairs. ``weights``: ``file`` (stored in the bundle) or ``random`` (float
     weights declared as seeded random, ``seed`` + their index; small and integer constants
     stay stored).
@@ -68,12 +70,14 @@ class CompileOptions:
     dump_after: str | None = None
     targets: Any = ()
     backend_options: Any = ()
+    input_values: Any = ()
 
     def __post_init__(self) -> None:
         from halbench.compiler.backends import backend, backends, canonical, option_values
 
         object.__setattr__(self, "input_shapes",
                            tuple((k, tuple(int(s) for s in v)) for k, v in _pairs(self.input_shapes)))
+        object.__setattr__(self, "input_values", _frozen_values(self.input_values))
         object.__setattr__(self, "target_devices", tuple(canonical(a) for a in self.target_devices))
         object.__setattr__(self, "targets", tuple((canonical(k), v) for k, v in _pairs(self.targets)
                                                   if v is not None))
@@ -107,7 +111,13 @@ class CompileOptions:
     def to_dict(self) -> dict[str, Any]:
         return {"target_devices": list(self.target_devices), "weights": self.weights,
                 "input_shapes": {k: list(v) for k, v in self.input_shapes}, "seed": self.seed,
-                "targets": dict(self.targets), "backend_options": dict(self.backend_options)}
+                "targets": dict(self.targets), "backend_options": dict(self.backend_options),
+                **({"input_values": {k: {"dtype": dt, "shape": list(sh), "values": list(vals)}
+                                     for k, dt, sh, vals in self.input_values}} if self.input_values else {})}
+
+    def frozen_inputs(self) -> dict[str, np.ndarray]:
+        """``input_values`` as arrays: inputs that become constants of the compiled program."""
+        return {k: np.array(vals, dtype=dt).reshape(sh) for k, dt, sh, vals in self.input_values}
 
     def resolved_targets(self) -> dict[str, Any]:
         """API -> ``targets.Target`` for every target device that takes a target."""
@@ -119,6 +129,29 @@ class CompileOptions:
     def cache_key(self) -> str:
         """A content hash of the options that change the output (not ``dump_after``)."""
         return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()
+
+
+#: Frozen inputs are shapes, axes and quantization parameters: small. More is a mistake.
+MAX_FROZEN_ELEMENTS = 1 << 16
+
+
+def _frozen_values(value: Any) -> tuple[tuple[str, str, tuple[int, ...], tuple[Any, ...]], ...]:
+    out = []
+    total = 0
+    for k, v in _pairs(value):
+        if isinstance(v, tuple) and len(v) == 3 and isinstance(v[0], str):
+            dt, shape, vals = v  # already in the stored form
+            a = np.array(vals, dtype=dt).reshape(shape)
+        else:
+            a = np.asarray(v)
+        if a.dtype.kind not in "biuf":
+            raise UserError(f"--freeze-input {k}: a {a.dtype} array cannot be frozen; give numbers")
+        total += a.size
+        if total > MAX_FROZEN_ELEMENTS:
+            raise UserError(f"--freeze-input: more than {MAX_FROZEN_ELEMENTS} elements frozen; freeze shape "
+                            f"operands (shapes, axes, pads, scales), and store weights in the model")
+        out.append((str(k), a.dtype.str, tuple(int(s) for s in a.shape), tuple(a.ravel().tolist())))
+    return tuple(out)
 
 
 @dataclass
@@ -139,17 +172,27 @@ def compile_model(path: str | Path, options: CompileOptions | None = None) -> Co
 
     options = options or CompileOptions()
     t0 = time.perf_counter()
-    imported = load(path, dict(options.input_shapes))
+    imported = load(path, dict(options.input_shapes), options.frozen_inputs())
     timings = dict(imported.timings)
     t1 = time.perf_counter()
     graph = parse_module(imported.module, input_names=imported.input_names, output_names=imported.output_names,
                          blobs=imported.blobs, weight_names=imported.weight_names)
     timings["parse"] = time.perf_counter() - t1
+    _keep_io_dtypes(graph, imported.io_dtypes)
     p = Path(path)
     source = {"path": p.name, "sha256": hashlib.sha256(p.read_bytes()).hexdigest()}
     cm = compile_graph(graph, options, source, timings)
     cm.statistics["total_s"] = time.perf_counter() - t0
     return cm
+
+
+def _keep_io_dtypes(graph: Graph, declared: Mapping[str, str]) -> None:
+    """Record the model's own element type of each input and output where linalg's signless
+    integers lost it (ONNX ``uint8`` became ``i8``): the bundle's signature says ``u8``."""
+    for user, v in list(graph.inputs) + list(graph.outputs):
+        want, have = declared.get(user), graph.types[v].dtype
+        if want and want != have and want.startswith("u") and have == "i" + want[1:]:
+            graph.io_dtypes[v] = want
 
 
 def compile_graph(graph: Graph, options: CompileOptions, source: Mapping[str, Any] | None = None,
@@ -209,11 +252,13 @@ def _schedule(g: Graph, options: CompileOptions, executables: list[ExecutableDec
     inputs = []
     for user, v in g.inputs:
         t = g.types[v]
-        inputs.append(TensorSpec(user, t.shape, t.dtype, buffer(f"input:{user}", t.nbytes, "input", user)))
+        inputs.append(TensorSpec(user, t.shape, g.io_dtypes.get(v, t.dtype),
+                                 buffer(f"input:{user}", t.nbytes, "input", user)))
     outputs = []
     for user, v in g.outputs:
         t = g.types[v]
-        outputs.append(TensorSpec(user, t.shape, t.dtype, buffer(f"output:{user}", t.nbytes, "output", user)))
+        outputs.append(TensorSpec(user, t.shape, g.io_dtypes.get(v, t.dtype),
+                                  buffer(f"output:{user}", t.nbytes, "output", user)))
     weights = []
     used_members = set()
     for i, (name, w) in enumerate(g.weights.items()):

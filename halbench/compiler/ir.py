@@ -161,11 +161,14 @@ class Graph:
     transient_nbytes: int = 0
     #: After cost: per dispatch op index, (flops, bytes).
     costs: dict[int, tuple[int, int]] = field(default_factory=dict)
+    #: Function input/output value -> the element type users see, where the model declares one
+    #: the linalg types lost (``u8`` for a signless ``i8``: same bytes, its signedness kept).
+    io_dtypes: dict[str, str] = field(default_factory=dict)
 
     def copy(self) -> "Graph":
         return Graph(dict(self.types), [op.clone() for op in self.ops], list(self.inputs),
                      list(self.outputs), dict(self.weights), dict(self.views), self.name,
-                     dict(self.storage), self.transient_nbytes, dict(self.costs))
+                     dict(self.storage), self.transient_nbytes, dict(self.costs), dict(self.io_dtypes))
 
     def producers(self) -> dict[str, int]:
         return {v: i for i, op in enumerate(self.ops) for v in op.outputs}

@@ -28,9 +28,12 @@ class Imported:
     #: dense resource name -> the user-facing weight name
     weight_names: dict[str, str] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
+    #: input/output name -> the element type the model declares (where it has one)
+    io_dtypes: dict[str, str] = field(default_factory=dict)
 
 
-def load(path: str | Path, input_shapes: Mapping[str, tuple[int, ...]] | None = None) -> Imported:
+def load(path: str | Path, input_shapes: Mapping[str, tuple[int, ...]] | None = None,
+         input_values: Mapping[str, Any] | None = None) -> Imported:
     p = Path(path)
     if not p.is_file():
         raise UserError(f"model file not found: {p}")
@@ -38,9 +41,11 @@ def load(path: str | Path, input_shapes: Mapping[str, tuple[int, ...]] | None = 
     if suffix == ".onnx":
         from halbench.compiler.frontend.onnx import load_onnx
 
-        return load_onnx(p, dict(input_shapes or {}))
+        return load_onnx(p, dict(input_shapes or {}), dict(input_values or {}))
     if suffix in (".mlir", ".mlirbc"):
         from halbench.compiler.frontend.mlir import load_mlir
 
+        if input_values:
+            raise UserError("--freeze-input applies to ONNX models; in MLIR, make the value a constant")
         return load_mlir(p, dict(input_shapes or {}))
     raise UserError(f"cannot compile '{p.name}': expected an .onnx or .mlir file")

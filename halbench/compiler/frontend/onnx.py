@@ -18,7 +18,8 @@ from halbench.compiler.frontend.fold_shapes import fold_shape_computations
 from halbench.compiler.frontend.mlir import TORCH_TO_LINALG, run_pipeline
 from halbench.errors import CompileError, UserError
 
-__all__ = ["load_onnx", "prepare_model", "MIN_OPSET", "TARGET_OPSET"]
+__all__ = ["load_onnx", "prepare_model", "compile_time_inputs", "COMPILE_TIME_OPERANDS", "MIN_OPSET",
+           "TARGET_OPSET"]
 
 #: Models below this opset are upgraded to TARGET_OPSET first (the importer's ONNX->torch
 #: patterns are written against newer op definitions: Softmax, Reduce*, Clip, Pad, ...).
@@ -33,7 +34,8 @@ def _default_opset(model: Any) -> int:
     return 0
 
 
-def prepare_model(model: Any, input_shapes: dict[str, tuple[int, ...]]) -> tuple[Any, dict[str, str], dict[str, Any]]:
+def prepare_model(model: Any, input_shapes: dict[str, tuple[int, ...]],
+                  input_values: dict[str, Any] | None = None) -> tuple[Any, dict[str, str], dict[str, Any]]:
     """Normalise a loaded ModelProto; returns (model, resource name -> weight name, resource -> array)."""
     import onnx
     from onnx import numpy_helper
@@ -48,20 +50,9 @@ def prepare_model(model: Any, input_shapes: dict[str, tuple[int, ...]]) -> tuple
             raise CompileError(f"cannot upgrade the model from opset {opset} to {TARGET_OPSET}: "
                                f"{str(e).splitlines()[0]}") from None
     g = model.graph
-    # ONNX Constant nodes holding tensors become initializers: one path for all weights.
-    keep = []
-    for node in g.node:
-        if node.op_type == "Constant" and node.domain in ("", "ai.onnx") and len(node.attribute) == 1 \
-                and node.attribute[0].name == "value":
-            t = onnx.TensorProto()
-            t.CopyFrom(node.attribute[0].t)
-            t.name = node.output[0]
-            g.initializer.append(t)
-        else:
-            keep.append(node)
-    if len(keep) != len(g.node):
-        del g.node[:]
-        g.node.extend(keep)
+    _constants_to_initializers(g)
+    if input_values:
+        _freeze_inputs(g, input_values)
     # Initializers listed as inputs (old exporters did that) are weights, not inputs.
     init_names = {t.name for t in g.initializer}
     real_inputs = [i for i in g.input if i.name not in init_names]
@@ -100,12 +91,57 @@ def prepare_model(model: Any, input_shapes: dict[str, tuple[int, ...]]) -> tuple
     # Shape arithmetic on static shapes becomes constants, so every tensor has a known rank.
     model = fold_shape_computations(model)
     g = model.graph
-    # Unique, identifier-safe resource names; remember which initializer each one is.
-    rename: dict[str, str] = {}
     names: dict[str, str] = {}
     arrays: dict[str, Any] = {}
-    for i, t in enumerate(g.initializer):
-        new = f"hbw{i}"
+    model = _name_resources(model, names, arrays)
+    return model, names, arrays
+
+
+def _constants_to_initializers(g: Any) -> None:
+    """ONNX Constant nodes holding tensors become initializers: one path for all weights."""
+    import onnx
+
+    import numpy as np
+    from onnx import numpy_helper
+
+    keep = []
+    for node in g.node:
+        a = node.attribute[0] if len(node.attribute) == 1 else None
+        if node.op_type != "Constant" or node.domain not in ("", "ai.onnx") or a is None:
+            keep.append(node)
+            continue
+        if a.name == "value":
+            t = onnx.TensorProto()
+            t.CopyFrom(a.t)
+        elif a.name in ("value_float", "value_int"):
+            t = numpy_helper.from_array(np.array(a.f if a.name == "value_float" else a.i,
+                                                 np.float32 if a.name == "value_float" else np.int64))
+        elif a.name in ("value_floats", "value_ints"):
+            t = numpy_helper.from_array(np.array(list(a.floats) if a.name == "value_floats" else list(a.ints),
+                                                 np.float32 if a.name == "value_floats" else np.int64))
+        else:
+            keep.append(node)  # sparse and string constants: the importer's business
+            continue
+        t.name = node.output[0]
+        g.initializer.append(t)
+    if len(keep) != len(g.node):
+        del g.node[:]
+        g.node.extend(keep)
+
+
+def _name_resources(model: Any, names: dict[str, str], arrays: dict[str, Any]) -> Any:
+    """Unique, identifier-safe resource names for initializers not named yet (``hbwN``); remember
+    which initializer each one is. Shapes are inferred afresh (old value_info can contradict
+    overridden input shapes)."""
+    import onnx
+    from onnx import numpy_helper
+
+    g = model.graph
+    rename: dict[str, str] = {}
+    for t in g.initializer:
+        if t.name in arrays:
+            continue
+        new = f"hbw{len(arrays)}"
         rename[t.name] = new
         names[new] = t.name
         arrays[new] = numpy_helper.to_array(t)
@@ -117,35 +153,74 @@ def prepare_model(model: Any, input_shapes: dict[str, tuple[int, ...]]) -> tuple
     for o in g.output:
         if o.name in rename:
             o.name = rename[o.name]
-    for vi in g.value_info:
-        if vi.name in rename:
-            vi.name = rename[vi.name]
-    # Old shapes in value_info can contradict overridden input shapes: infer afresh.
     del g.value_info[:]
     try:
-        model = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
+        return onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
     except Exception as e:
         raise CompileError(f"ONNX shape inference failed: {str(e).splitlines()[0]}") from None
-    return model, names, arrays
 
 
-def load_onnx(path: Path, input_shapes: dict[str, tuple[int, ...]]) -> Imported:
+#: ONNX op -> the input positions a static-shape compiler needs at compile time: shapes, axes,
+#: pads, sizes, counts and quantization parameters. Exporters store these as initializers; a
+#: model that takes them as inputs compiles once they are frozen (``--freeze-input``).
+COMPILE_TIME_OPERANDS: dict[str, tuple[int, ...]] = {
+    "Reshape": (1,), "Expand": (1,), "Tile": (1,), "Slice": (1, 2, 3, 4), "Pad": (1, 3),
+    "ConstantOfShape": (0,), "Squeeze": (1,), "Unsqueeze": (1,), "Split": (1,), "TopK": (1,),
+    "Resize": (1, 2, 3), "Upsample": (1,), "Range": (0, 1, 2), "OneHot": (1,), "CenterCropPad": (1, 2),
+    "Trilu": (1,), "CumSum": (1,), "CumProd": (1,), "NonMaxSuppression": (2, 3, 4), "Compress": (1,),
+    "DFT": (1, 2), "STFT": (1, 3), "MelWeightMatrix": (0, 1, 2, 3, 4), "BlackmanWindow": (0,),
+    "HannWindow": (0,), "HammingWindow": (0,), "Col2Im": (1, 2), "AffineGrid": (1,),
+    "ReduceSum": (1,), "ReduceMean": (1,), "ReduceMax": (1,), "ReduceMin": (1,), "ReduceProd": (1,),
+    "ReduceL1": (1,), "ReduceL2": (1,), "ReduceLogSum": (1,), "ReduceLogSumExp": (1,),
+    "ReduceSumSquare": (1,), "QuantizeLinear": (1, 2), "DequantizeLinear": (1, 2),
+    "QLinearMatMul": (1, 2, 4, 5, 6, 7), "QLinearConv": (1, 2, 4, 5, 6, 7), "ConvInteger": (2, 3),
+    "MatMulInteger": (2, 3),
+}
+
+
+def compile_time_inputs(model: Any) -> list[str]:
+    """The graph inputs that feed a compile-time operand (see COMPILE_TIME_OPERANDS) directly."""
+    inputs = {i.name for i in model.graph.input} - {t.name for t in model.graph.initializer}
+    out: list[str] = []
+    for node in model.graph.node:
+        if node.domain not in ("", "ai.onnx"):
+            continue
+        for k in COMPILE_TIME_OPERANDS.get(node.op_type, ()):
+            if k < len(node.input) and node.input[k] in inputs and node.input[k] not in out:
+                out.append(node.input[k])
+    return out
+
+
+def _freeze_inputs(g: Any, values: dict[str, Any]) -> None:
+    """Graph inputs named in ``values`` become initializers holding those values."""
+    import numpy as np
     import onnx
-    from google.protobuf.message import DecodeError
+    from onnx import numpy_helper
+
+    inputs = {i.name: i for i in g.input}
+    unknown = sorted(set(values) - set(inputs))
+    if unknown:
+        raise UserError(f"--freeze-input names {unknown}, but the model's inputs are {sorted(inputs)}")
+    for name, value in values.items():
+        tt = inputs[name].type.tensor_type
+        want = onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type) if tt.elem_type else None
+        a = np.asarray(value)
+        if want is not None and a.dtype != want:
+            raise UserError(f"--freeze-input {name}: the model's input is {np.dtype(want).name}, the value "
+                            f"given is {a.dtype.name}")
+        dims = tt.shape.dim if tt.HasField("shape") else []
+        if len(dims) and (len(dims) != a.ndim or any(
+                d.HasField("dim_value") and d.dim_value != s for d, s in zip(dims, a.shape))):
+            raise UserError(f"--freeze-input {name}: the model's input has shape "
+                            f"{[d.dim_value if d.HasField('dim_value') else '?' for d in dims]}, the value "
+                            f"{list(a.shape)}")
+        g.initializer.append(numpy_helper.from_array(a, name))
+
+
+def _import(model: Any, path: Path) -> Any:
     from iree.compiler import ir
     from iree.compiler.extras import onnx_importer
 
-    t0 = time.perf_counter()
-    try:
-        model = onnx.load(str(path))
-    except (DecodeError, ValueError, OSError) as e:
-        raise UserError(f"{path.name} is not a valid ONNX model: {e}") from None
-    if not model.graph.node:
-        raise UserError(f"{path.name} is not a valid ONNX model: its graph has no nodes")
-    model, names, arrays = prepare_model(model, input_shapes)
-    input_names = [i.name for i in model.graph.input]
-    output_names = [names.get(o.name, o.name) for o in model.graph.output]
-    t1 = time.perf_counter()
     ctx = ir.Context()
     try:
         info = onnx_importer.ModelInfo(model)
@@ -154,9 +229,87 @@ def load_onnx(path: Path, input_shapes: dict[str, tuple[int, ...]]) -> Imported:
         imp.import_all()
     except onnx_importer.OnnxImportError as e:
         raise CompileError(f"importing {path.name}: {e}") from None
+    return module
+
+
+#: The first step of TORCH_TO_LINALG: ONNX ops (``torch.operator "onnx.X"``) to torch ops.
+_ONNX_TO_TORCH = "builtin.module(func.func(convert-torch-onnx-to-torch))"
+
+
+def _unconverted_ops(module: Any) -> set[str]:
+    """ONNX op types that torch-mlir's ONNX conversion leaves as ``torch.operator`` (converts in place)."""
+    from halbench.compiler.frontend.mlir import run_pipeline
+
+    try:
+        run_pipeline(module, _ONNX_TO_TORCH, "converting ONNX ops to torch ops")
+    except CompileError:
+        return set()  # the full pipeline reports it
+    left: set[str] = set()
+
+    def walk(op: Any) -> None:
+        for region in op.regions:
+            for block in region.blocks:
+                for inner in block.operations:
+                    o = inner.operation
+                    if o.name == "torch.operator":
+                        n = str(o.attributes["name"]).strip('"')
+                        if n.startswith("onnx."):
+                            left.add(n[5:])
+                    walk(o)
+
+    walk(module.operation)
+    return left
+
+
+def load_onnx(path: Path, input_shapes: dict[str, tuple[int, ...]], input_values: dict[str, Any] | None = None) -> Imported:
+    import onnx
+    from google.protobuf.message import DecodeError
+
+    t0 = time.perf_counter()
+    try:
+        model = onnx.load(str(path))
+    except (DecodeError, ValueError, OSError) as e:
+        raise UserError(f"{path.name} is not a valid ONNX model: {e}") from None
+    if not model.graph.node:
+        raise UserError(f"{path.name} is not a valid ONNX model: its graph has no nodes")
+    model, names, arrays = prepare_model(model, input_shapes, input_values)
+    input_names = [i.name for i in model.graph.input]
+    output_names = [names.get(o.name, o.name) for o in model.graph.output]
+    t1 = time.perf_counter()
+    from halbench.compiler.frontend.onnx_functions import ALWAYS_EXPAND, expand_functions
+
+    module = None
+    # Ops torch-mlir's ONNX conversion leaves behind are replaced by their ONNX function bodies
+    # (the standard's own definition), and the model is imported again.
+    pending = {n.op_type for n in model.graph.node if n.domain in ("", "ai.onnx")} & ALWAYS_EXPAND
+    for _ in range(4):
+        expanded: list[str] = []
+        if pending:
+            model, expanded = expand_functions(model, pending)
+            if expanded:
+                _constants_to_initializers(model.graph)
+                model = _name_resources(fold_shape_computations(model), names, arrays)
+        if module is not None and not expanded:
+            break
+        module = _import(model, path)
+        pending = _unconverted_ops(module)
+        if not pending:
+            break
     t2 = time.perf_counter()
+    frozen_hint = compile_time_inputs(model)
+    hint = (f"; inputs {frozen_hint} set shapes or axes: freeze them to values with --freeze-input NAME=VALUE"
+            if frozen_hint else "")
     run_pipeline(module, TORCH_TO_LINALG, f"lowering {path.name} to linalg (an ONNX op halbench's importer "
-                                          f"cannot lower?)")
+                                          f"cannot lower?{hint})")
     t3 = time.perf_counter()
+    io_dtypes = {names.get(v.name, v.name): _ONNX_DTYPES[v.type.tensor_type.elem_type]
+                 for v in list(model.graph.input) + list(model.graph.output)
+                 if v.type.tensor_type.elem_type in _ONNX_DTYPES}
     return Imported(module, input_names, output_names, arrays, names,
-                    {"load_onnx": t1 - t0, "import_onnx": t2 - t1, "torch_to_linalg": t3 - t2})
+                    {"load_onnx": t1 - t0, "import_onnx": t2 - t1, "torch_to_linalg": t3 - t2},
+                    io_dtypes)
+
+
+#: ONNX TensorProto element types -> halbench dtypes (those a signature can carry).
+_ONNX_DTYPES = {1: "f32", 2: "u8", 3: "i8", 4: "u16", 5: "i16", 6: "i32", 7: "i64", 9: "i1", 10: "f16",
+                11: "f64", 12: "u32", 13: "u64", 16: "bf16"}

@@ -1,0 +1,130 @@
+"""ONNX ops the importer cannot lower, replaced by their ONNX function bodies.
+
+Many newer ONNX ops (Attention, RMSNormalization, RotaryEmbedding, Swish, AffineGrid, ...) are
+defined by the ONNX standard as a function of simpler ops: a schema's function body, or a
+context-dependent one built for the node's attributes and input types. When torch-mlir's ONNX
+conversion leaves such an op behind, halbench expands it into that body (recursively) and imports
+again: the semantics are the standard's own, and no op is re-implemented here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["expand_functions", "function_for", "ALWAYS_EXPAND"]
+
+#: Ops torch-mlir converts into something it then cannot lower: expanded before import.
+ALWAYS_EXPAND = frozenset({"RotaryEmbedding"})
+
+_DOMAIN = "halbench.expand"
+
+
+def _opset(model: Any, domain: str = "") -> int:
+    for o in model.opset_import:
+        if o.domain == domain or (not domain and o.domain == "ai.onnx"):
+            return int(o.version)
+    return 0
+
+
+def function_for(node: Any, opset: int, value_types: dict[str, Any]) -> Any | None:
+    """The FunctionProto that defines ``node`` at ``opset``, or None when the standard gives none."""
+    import onnx
+    from onnx import defs
+
+    try:
+        schema = defs.get_schema(node.op_type, opset, node.domain or "")
+    except Exception:  # noqa: BLE001 - no schema: an unknown or custom op
+        return None
+    fn = None
+    if schema.has_context_dependent_function:
+        types = []
+        for name in node.input:
+            t = value_types.get(name)
+            if name and t is None:
+                return None  # the body depends on a type shape inference did not find
+            types.append(t.SerializeToString() if t is not None else onnx.TypeProto().SerializeToString())
+        try:
+            data = schema.get_context_dependent_function_with_opset_version(
+                opset, node.SerializeToString(), types)
+        except Exception:  # noqa: BLE001 - the schema refuses this node's attributes
+            data = None
+        if data:
+            fn = onnx.FunctionProto()
+            fn.ParseFromString(data)
+    if fn is None and schema.has_function:
+        try:
+            data = schema.get_function_with_opset_version(opset)
+        except Exception:  # noqa: BLE001
+            data = None
+        if data:
+            fn = onnx.FunctionProto()
+            fn.ParseFromString(data) if isinstance(data, bytes) else fn.CopyFrom(data)
+        elif schema.function_body is not None and schema.function_body.node:
+            fn = onnx.FunctionProto()
+            fn.CopyFrom(schema.function_body)
+    if fn is None or not fn.node:
+        return None
+    return fn
+
+
+def _fill_default_attributes(node: Any, opset: int) -> None:
+    """Attributes the node leaves at their defaults, written out: a function body refers to them
+    by name, and the inliner drops a reference to an attribute the call does not carry."""
+    from onnx import defs
+
+    try:
+        schema = defs.get_schema(node.op_type, opset, node.domain or "")
+    except Exception:  # noqa: BLE001
+        return
+    given = {a.name for a in node.attribute}
+    for name, attr in schema.attributes.items():
+        d = attr.default_value
+        if name not in given and d is not None and d.type:
+            a = node.attribute.add()
+            a.CopyFrom(d)
+            a.name = name
+
+
+def expand_functions(model: Any, op_types: set[str]) -> tuple[Any, list[str]]:
+    """``model`` with every node of ``op_types`` (default domain) replaced by its function body.
+
+    Returns the new model and the op types that were expanded (those without a body stay)."""
+    import onnx
+    from onnx import inliner
+
+    opset = _opset(model)
+    inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False)
+    g = inferred.graph
+    value_types = {v.name: v.type for v in list(g.input) + list(g.value_info) + list(g.output)}
+    for t in g.initializer:
+        tp = onnx.TypeProto()
+        tp.tensor_type.elem_type = t.data_type
+        for d in t.dims:
+            tp.tensor_type.shape.dim.add().dim_value = d
+        value_types[t.name] = tp
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    expanded: list[str] = []
+    for i, node in enumerate(out.graph.node):
+        if node.domain not in ("", "ai.onnx") or node.op_type not in op_types:
+            continue
+        _fill_default_attributes(node, opset)
+        fn = function_for(node, opset, value_types)
+        if fn is None:
+            continue
+        if node.op_type not in expanded:
+            expanded.append(node.op_type)
+        name = f"{node.op_type}_{i}"
+        fn.name = name
+        fn.domain = _DOMAIN
+        out.functions.append(fn)
+        node.op_type = name
+        node.domain = _DOMAIN
+    if not expanded:
+        return model, []
+    out.opset_import.add(domain=_DOMAIN, version=1)
+    out = inliner.inline_local_functions(out, convert_version=True)
+    keep = [o for o in out.opset_import if o.domain != _DOMAIN]
+    del out.opset_import[:]
+    out.opset_import.extend(keep)
+    return out, expanded
