@@ -160,6 +160,8 @@ class CompiledModule:
     members: dict[str, bytes]
     graph: Graph
     statistics: dict[str, Any] = field(default_factory=dict)
+    #: what the importer changed on the way (shown by ``halbench compile`` as notes)
+    notes: list[str] = field(default_factory=list)
 
     def write(self, path: str | Path) -> Manifest:
         return write_bundle(path, self.manifest, self.members)
@@ -183,6 +185,7 @@ def compile_model(path: str | Path, options: CompileOptions | None = None) -> Co
     source = {"path": p.name, "sha256": hashlib.sha256(p.read_bytes()).hexdigest()}
     cm = compile_graph(graph, options, source, timings)
     cm.statistics["total_s"] = time.perf_counter() - t0
+    cm.notes = list(imported.notes)
     return cm
 
 

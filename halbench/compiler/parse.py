@@ -45,6 +45,7 @@ arith.trunci arith.index_cast arith.index_castui arith.bitcast arith.constant
 math.exp math.exp2 math.expm1 math.log math.log2 math.log1p math.tanh math.erf math.rsqrt
 math.sqrt math.powf math.fpowi math.absf math.absi math.ceil math.floor math.round
 math.roundeven math.sin math.cos math.atan math.atan2 math.copysign math.fma
+math.tan math.acos math.asin math.acosh math.asinh math.atanh math.cosh math.sinh
 linalg.index tensor.extract
 """.split())
 

@@ -37,7 +37,8 @@ class CUDA(Lang):
     unary: ClassVar[dict[str, str]] = {"exp": "expf", "exp2": "exp2f", "log": "logf", "log2": "log2f", "tanh": "tanhf", "erf": "erff",
              "sqrt": "sqrtf", "rsqrt": "rsqrtf", "absf": "fabsf", "ceil": "ceilf", "floor": "floorf",
              "round": "roundf", "roundeven": "rintf", "sin": "sinf", "cos": "cosf", "atan": "atanf",
-             "expm1": "expm1f", "log1p": "log1pf"}
+             "expm1": "expm1f", "log1p": "log1pf", "tan": "tanf", "acos": "acosf", "asin": "asinf",
+             "acosh": "acoshf", "asinh": "asinhf", "atanh": "atanhf", "cosh": "coshf", "sinh": "sinhf"}
     binary: ClassVar[dict[str, str]] = {"maximumf": "fmaxf", "minimumf": "fminf", "maxnumf": "fmaxf", "minnumf": "fminf",
               "remf": "fmodf", "powf": "powf", "atan2": "atan2f", "copysign": "copysignf", "fma": "fmaf"}
 

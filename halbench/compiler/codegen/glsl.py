@@ -55,7 +55,7 @@ class GLSL(Lang):
     unary: ClassVar[dict[str, str]] = {"exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "tanh": "hb_tanh",
              "erf": "hb_erf", "sqrt": "sqrt", "rsqrt": "inversesqrt", "absf": "abs", "ceil": "ceil",
              "floor": "floor", "round": "hb_round", "roundeven": "roundEven", "sin": "sin", "cos": "cos",
-             "atan": "atan", "expm1": "hb_expm1", "log1p": "hb_log1p"}
+             "atan": "atan", "expm1": "hb_expm1", "log1p": "hb_log1p", "tan": "tan", "acos": "acos", "asin": "asin", "acosh": "acosh", "asinh": "asinh", "atanh": "atanh", "cosh": "cosh", "sinh": "sinh"}
     binary: ClassVar[dict[str, str]] = {"maximumf": "max", "minimumf": "min", "maxnumf": "max", "minnumf": "min", "remf": "hb_fmod",
               "powf": "hb_pow", "atan2": "atan", "copysign": "hb_copysign", "fma": "fma"}
 

@@ -50,7 +50,8 @@ class WGSL(Lang):
     unary: ClassVar[dict[str, str]] = {
         "exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "tanh": "hb_tanh", "erf": "hb_erf",
         "sqrt": "sqrt", "rsqrt": "inversesqrt", "absf": "abs", "ceil": "ceil", "floor": "floor", "round": "hb_round",
-        "roundeven": "roundEven", "sin": "sin", "cos": "cos", "atan": "atan", "expm1": "hb_expm1", "log1p": "hb_log1p"}
+        "roundeven": "roundEven", "sin": "sin", "cos": "cos", "atan": "atan", "expm1": "hb_expm1", "log1p": "hb_log1p",
+        "tan": "tan", "acos": "acos", "asin": "asin", "acosh": "acosh", "asinh": "asinh", "atanh": "atanh", "cosh": "cosh", "sinh": "sinh"}
     binary: ClassVar[dict[str, str]] = {
         "maximumf": "max", "minimumf": "min", "maxnumf": "max", "minnumf": "min", "remf": "hb_fmod", "powf": "hb_pow",
         "atan2": "atan2", "copysign": "hb_copysign", "fma": "fma"}

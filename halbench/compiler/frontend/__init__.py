@@ -30,6 +30,8 @@ class Imported:
     timings: dict[str, float] = field(default_factory=dict)
     #: input/output name -> the element type the model declares (where it has one)
     io_dtypes: dict[str, str] = field(default_factory=dict)
+    #: what the importer changed on the way (an opset upgrade, expanded functions), for the user
+    notes: list[str] = field(default_factory=list)
 
 
 def load(path: str | Path, input_shapes: Mapping[str, tuple[int, ...]] | None = None,

@@ -35,24 +35,30 @@ def _default_opset(model: Any) -> int:
 
 
 def prepare_model(model: Any, input_shapes: dict[str, tuple[int, ...]],
-                  input_values: dict[str, Any] | None = None) -> tuple[Any, dict[str, str], dict[str, Any]]:
+                  input_values: dict[str, Any] | None = None,
+                  notes: list[str] | None = None) -> tuple[Any, dict[str, str], dict[str, Any]]:
     """Normalise a loaded ModelProto; returns (model, resource name -> weight name, resource -> array)."""
     import onnx
     from onnx import numpy_helper
 
     opset = _default_opset(model)
-    if opset and opset < 7:
-        raise UserError(f"ONNX opset {opset} is too old; halbench reads opset 7 and newer")
     if opset and opset < MIN_OPSET:
         try:
             model = onnx.version_converter.convert_version(model, TARGET_OPSET)
         except Exception as e:  # the converter raises bare RuntimeErrors
             raise CompileError(f"cannot upgrade the model from opset {opset} to {TARGET_OPSET}: "
                                f"{str(e).splitlines()[0]}") from None
+        if notes is not None:
+            notes.append(f"the model's opset {opset} was upgraded to {TARGET_OPSET} with onnx.version_converter")
     g = model.graph
     _constants_to_initializers(g)
     if input_values:
         _freeze_inputs(g, input_values)
+    for node in g.node:
+        if node.op_type == "Pad" and any(a.name == "mode" and a.s == b"wrap" for a in node.attribute):
+            # torch-mlir's lowering of a wrap pad never terminates: refuse it before it hangs.
+            raise CompileError(f"node '{node.name or node.output[0]}' (Pad, opset {opset}): mode 'wrap' is not "
+                               f"supported by halbench's importer; use mode 'reflect', 'edge' or 'constant'")
     # Initializers listed as inputs (old exporters did that) are weights, not inputs.
     init_names = {t.name for t in g.initializer}
     real_inputs = [i for i in g.input if i.name not in init_names]
@@ -272,7 +278,8 @@ def load_onnx(path: Path, input_shapes: dict[str, tuple[int, ...]], input_values
         raise UserError(f"{path.name} is not a valid ONNX model: {e}") from None
     if not model.graph.node:
         raise UserError(f"{path.name} is not a valid ONNX model: its graph has no nodes")
-    model, names, arrays = prepare_model(model, input_shapes, input_values)
+    notes: list[str] = []
+    model, names, arrays = prepare_model(model, input_shapes, input_values, notes)
     input_names = [i.name for i in model.graph.input]
     output_names = [names.get(o.name, o.name) for o in model.graph.output]
     t1 = time.perf_counter()
@@ -287,12 +294,15 @@ def load_onnx(path: Path, input_shapes: dict[str, tuple[int, ...]], input_values
         if pending:
             model, expanded = expand_functions(model, pending)
             if expanded:
+                notes.append(f"expanded {', '.join(sorted(expanded))} into the ONNX standard's function "
+                             f"bodies (torch-mlir does not lower them)")
                 _constants_to_initializers(model.graph)
                 model = _name_resources(fold_shape_computations(model), names, arrays)
         if module is not None and not expanded:
             break
         module = _import(model, path)
-        pending = _unconverted_ops(module)
+        pending = _unconverted_ops(module) | (
+            {n.op_type for n in model.graph.node if n.domain in ("", "ai.onnx")} & ALWAYS_EXPAND)
         if not pending:
             break
     t2 = time.perf_counter()
@@ -307,7 +317,7 @@ def load_onnx(path: Path, input_shapes: dict[str, tuple[int, ...]], input_values
                  if v.type.tensor_type.elem_type in _ONNX_DTYPES}
     return Imported(module, input_names, output_names, arrays, names,
                     {"load_onnx": t1 - t0, "import_onnx": t2 - t1, "torch_to_linalg": t3 - t2},
-                    io_dtypes)
+                    io_dtypes, notes)
 
 
 #: ONNX TensorProto element types -> halbench dtypes (those a signature can carry).

@@ -14,7 +14,7 @@ from typing import Any
 __all__ = ["expand_functions", "function_for", "ALWAYS_EXPAND"]
 
 #: Ops torch-mlir converts into something it then cannot lower: expanded before import.
-ALWAYS_EXPAND = frozenset({"RotaryEmbedding"})
+ALWAYS_EXPAND = frozenset({"RotaryEmbedding", "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss"})
 
 _DOMAIN = "halbench.expand"
 

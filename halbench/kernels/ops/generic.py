@@ -55,7 +55,9 @@ UNARY: dict[str, Callable[[Any], Any]] = {
     "log2": np.log2, "log1p": np.log1p, "tanh": np.tanh, "erf": _erf, "sqrt": np.sqrt,
     "rsqrt": lambda x: np.reciprocal(np.sqrt(x)), "absf": np.abs, "absi": np.abs, "ceil": np.ceil,
     "floor": np.floor, "round": lambda x: np.copysign(np.floor(np.abs(x) + 0.5), x),
-    "roundeven": np.rint, "sin": np.sin, "cos": np.cos, "atan": np.arctan,
+    "roundeven": np.rint, "sin": np.sin, "cos": np.cos, "atan": np.arctan, "tan": np.tan, "acos": np.arccos,
+    "asin": np.arcsin, "acosh": np.arccosh, "asinh": np.arcsinh, "atanh": np.arctanh, "cosh": np.cosh,
+    "sinh": np.sinh,
 }
 _CASTS = {"sitofp", "uitofp", "fptosi", "fptoui", "extf", "truncf", "extsi", "extui", "trunci",
           "index_cast", "index_castui"}
