@@ -402,6 +402,16 @@ class _Parser:
         out_names: list[str] = []
         out_maps = []
         final_yields = []
+        def is_combine(k: int) -> bool:
+            node = body.nodes[yields[k]]
+            return (_COMBINE.get(node.op) is not None and len(node.args) == 2
+                    and out_nodes.get(k) in node.args
+                    and all(not _reads_out(body, a, out_nodes) for a in node.args if a != out_nodes[k]))
+
+        if reducing and not all(is_combine(k) for k in live):
+            self.sequential_reduction(op, dims, iters, operand_vals, operand_maps, maps[n_in:], outs,
+                                      results, body, yields)
+            return
         for k in live:
             y = yields[k]
             if reducing:
@@ -440,6 +450,32 @@ class _Parser:
             out_names.append(self.define(results[k]))
         self.emit("generic", in_names, out_names, _generic_attrs(
             dims, iters, operand_maps + out_maps, body, reduce_kinds, inits, init_consts), op)
+
+    def sequential_reduction(self, op: Any, dims: list[int], iters: list[str], operand_vals: list[Any],
+                             operand_maps: list[Any], out_maps: list[Any], outs: list[Any], results: list[Any],
+                             body: Body, yields: list[int]) -> None:
+        """A reduction whose body is not one combine per output (argmax: compare, then select the
+        value and its index): every output is an accumulator (``out`` node k), the body yields their
+        next values, and the reduction points are visited in order (reduce kind ``seq``)."""
+        inits: list[int | None] = []
+        init_consts: list[Any] = []
+        for k, init in enumerate(outs):
+            if init in self.fills:
+                inits.append(None)
+                init_consts.append(self.fills[init])
+            elif init in self.empties:
+                raise _unsupported(op, "a reduction whose accumulator starts undefined (tensor.empty)")
+            else:
+                operand_vals.append(init)
+                operand_maps.append(out_maps[k])
+                inits.append(len(operand_vals) - 1)
+                init_consts.append(None)
+        body.yields = list(yields)
+        body = body.live()
+        in_names = [self.name(v) for v in operand_vals]
+        out_names = [self.define(r) for r in results]
+        self.emit("generic", in_names, out_names, _generic_attrs(
+            dims, iters, operand_maps + list(out_maps), body, ["seq"] * len(results), inits, init_consts), op)
 
     def broadcast(self, op: Any) -> None:
         x = op.operands[0]
@@ -595,6 +631,20 @@ def _has_uses(v: Any) -> bool:
 
 def _ident(rank: int) -> tuple[tuple[str, int], ...]:
     return tuple(("d", i) for i in range(rank))
+
+
+def _reads_out(body: Body, i: int, out_nodes: dict[int, int]) -> bool:
+    """Whether node ``i`` depends on an accumulator (an ``out`` node)."""
+    accs = set(out_nodes.values())
+    stack, seen = [i], set()
+    while stack:
+        j = stack.pop()
+        if j in accs:
+            return True
+        if j not in seen:
+            seen.add(j)
+            stack.extend(body.nodes[j].args)
+    return False
 
 
 def _generic_attrs(dims: list[int], iters: list[str], maps: list[Any], body: Body, reduce: list[Any],

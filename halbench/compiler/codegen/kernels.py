@@ -303,12 +303,28 @@ def _plan_reduction(c: _Ctx, t: Tuning) -> Plan:
     def extract(k: int, idx: list[str], dtype: str) -> tuple[list[str], str]:
         return c.gather(c.b(op.inputs[k]), idx)
 
-    body_lines, ys = emit_body(body, c.L, arg, coord, extract, "v")
-    accs = [f"acc{k}" for k in range(len(ys))]
-    init_lines = [f"{ctype(ytypes[k])} {accs[k]} = {_neutral(c, kinds[k], ytypes[k])};" for k in range(len(ys))]
-    update = [f"{accs[k]} = {_combine(kinds[k], accs[k], ys[k])};" for k in range(len(ys))]
+    accs = [f"acc{k}" for k in range(len(body.yields))]
+    body_lines, ys = emit_body(body, c.L, arg, coord, extract, "v", out=lambda k: accs[k])
+    sequential = "seq" in kinds
+    if sequential:
+        # Accumulators start at their inits and take the body's yields, point after point.
+        strategy = "thread"
+        init_lines = []
+        for k in range(len(ys)):
+            if a["inits"][k] is not None:
+                idx = a["inits"][k]
+                init = c.ld(c.b(op.inputs[idx]), c.map_coords(maps[idx], coord))
+            else:
+                init = c.L.lit(a["init_consts"][k], ytypes[k])
+            init_lines.append(f"{ctype(ytypes[k])} {accs[k]} = {init};")
+        update = [f"{accs[k]} = {ys[k]};" for k in range(len(ys))]
+    else:
+        init_lines = [f"{ctype(ytypes[k])} {accs[k]} = {_neutral(c, kinds[k], ytypes[k])};" for k in range(len(ys))]
+        update = [f"{accs[k]} = {_combine(kinds[k], accs[k], ys[k])};" for k in range(len(ys))]
 
     def final(k: int, value: str) -> tuple[list[str], str]:
+        if sequential:
+            return [], value
         if a["inits"][k] is not None:
             idx = a["inits"][k]
             init = c.ld(c.b(op.inputs[idx]), c.map_coords(maps[idx], coord))

@@ -142,7 +142,8 @@ def _pred(p: str, a: str, b: str, unsigned: Callable[[str], str]) -> str:
 
 
 def emit_body(body: Any, lang: Lang, arg: Callable[[int, str], str], index: Callable[[int], str],
-              extract: Callable[[int, list[str], str], str], prefix: str) -> tuple[list[str], list[str]]:
+              extract: Callable[[int, list[str], str], str], prefix: str,
+              out: Callable[[int], str] | None = None) -> tuple[list[str], list[str]]:
     """One C statement per node of ``body`` (a :class:`~halbench.compiler.ir.Body`).
 
     ``arg(k, dtype)`` gives the expression of operand ``k`` at the current point, ``index(d)``
@@ -157,6 +158,11 @@ def emit_body(body: Any, lang: Lang, arg: Callable[[int, str], str], index: Call
         a = [names[j] for j in n.args]
         adt = [nodes[j].dtype for j in n.args]
         t = ctype(n.dtype)
+        if n.op == "out":  # a sequential reduction's accumulator
+            if out is None:
+                raise CompileError("an accumulator is read outside a sequential reduction")
+            names.append(out(int(n.value)))
+            continue
         e = _expr(n, a, adt, t, lang, arg, index, extract)
         if isinstance(e, tuple):  # an extract with its bounds guard: the guard's lines come first
             lines += e[0]
@@ -184,7 +190,13 @@ def _expr(n: Any, a: list[str], adt: list[str], t: str, L: Lang, arg: Callable[[
     if op == "extract":
         return extract(int(n.value), [f"int({x})" for x in a], n.dtype)
     if op in ("cmpf", "cmpi"):
-        return _pred(str(n.value), a[0], a[1], u)
+        p = str(n.value)
+        if src_t == "bool" and p not in ("eq", "ne"):
+            return _pred(p, f"int({a[0]})", f"int({a[1]})", lambda x, ty="int": f"uint({x})")
+        uints = {"ult": "<", "ule": "<=", "ugt": ">", "uge": ">="}
+        if op == "cmpi" and p in uints:  # unsigned integer compare (for floats these are unordered)
+            return f"({u(a[0])} {uints[p]} {u(a[1])})"
+        return _pred(p, a[0], a[1], u)
     if op == "select":
         return f"({a[0]} ? {a[1]} : {a[2]})"
     if op == "fma":

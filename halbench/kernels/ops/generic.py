@@ -88,31 +88,20 @@ def operand_view(a: np.ndarray, m: Sequence[Sequence[Any]], rank: int) -> np.nda
     return v.reshape(shape)
 
 
-def eval_generic(attrs: Mapping[str, Any], inputs: Sequence[np.ndarray],
-                 outputs: Sequence[np.ndarray] | None = None) -> list[np.ndarray]:
-    """Evaluate the generic over its iteration space; writes into ``outputs`` when given
-    (arrays of the output shapes) and returns the results."""
-    dims = [int(d) for d in attrs["dims"]]
-    rank = len(dims)
-    maps = attrs["maps"]
-    n_in = len(inputs)
-    nodes = attrs["body"]["nodes"]
-    yields = attrs["body"]["yields"]
+def _eval_nodes(nodes: Sequence[Any], arg: Callable[[int], Any], index: Callable[[int], Any],
+                out: Callable[[int], Any], inputs: Sequence[np.ndarray]) -> list[Any]:
+    """Every body node's value: arrays over (a broadcastable part of) the iteration space."""
     vals: list[Any] = [None] * len(nodes)
-    views: dict[int, np.ndarray] = {}
     for i, (op, args, dt, value) in enumerate(nodes):
         npdt = _DT[dt]
         if op == "arg":
-            k = int(value)
-            if k not in views:
-                views[k] = operand_view(np.asarray(inputs[k]), maps[k], rank)
-            r = views[k]
+            r = arg(int(value))
+        elif op == "out":
+            r = out(int(value))
         elif op == "const":
             r = npdt(value) if dt != "i1" else np.bool_(value)
         elif op == "index":
-            shape = [1] * rank
-            shape[int(value)] = dims[int(value)]
-            r = np.arange(dims[int(value)], dtype=np.int64).reshape(shape)
+            r = index(int(value))
         elif op == "extract":
             table = np.asarray(inputs[int(value)])
             idx = np.broadcast_arrays(*[np.asarray(vals[a]).astype(np.int64) for a in args])
@@ -150,6 +139,88 @@ def eval_generic(attrs: Mapping[str, Any], inputs: Sequence[np.ndarray],
         else:
             r = npdt(r)
         vals[i] = r
+    return vals
+
+
+def _index_array(dims: Sequence[int], d: int) -> np.ndarray:
+    shape = [1] * len(dims)
+    shape[d] = dims[d]
+    return np.arange(dims[d], dtype=np.int64).reshape(shape)
+
+
+def _eval_sequential(attrs: Mapping[str, Any], inputs: Sequence[np.ndarray],
+                     outputs: Sequence[np.ndarray] | None) -> list[np.ndarray]:
+    """A ``seq`` reduction: accumulators start at their inits; the body is evaluated at one
+    reduction point after another (in order), over all parallel points at once."""
+    dims = [int(d) for d in attrs["dims"]]
+    rank = len(dims)
+    maps = attrs["maps"]
+    n_in = len(inputs)
+    nodes = attrs["body"]["nodes"]
+    yields = attrs["body"]["yields"]
+    red = [d for d in range(rank) if attrs["iterators"][d] == "reduction"]
+    par_shape = [1 if d in red else dims[d] for d in range(rank)]
+    views = {k: operand_view(np.asarray(inputs[k]), maps[k], rank) for k in range(n_in) if maps[k] is not None}
+    accs = []
+    for k, y in enumerate(yields):
+        dt = _DT[nodes[y][2]]
+        if attrs["inits"][k] is not None:
+            init = views[attrs["inits"][k]]
+        else:
+            init = np.asarray(attrs["init_consts"][k]).astype(dt)
+        accs.append(np.broadcast_to(np.asarray(init, dtype=dt), par_shape).copy())
+    for point in np.ndindex(*[dims[d] for d in red]):
+        at = {d: p for d, p in zip(red, point)}
+        sel = tuple(slice(at[d], at[d] + 1) if d in at else slice(None) for d in range(rank))
+
+        def arg(k: int, sel: Any = sel) -> Any:
+            v = views[k]
+            return v[tuple(s if v.shape[d] > 1 else slice(None) for d, s in enumerate(sel))]
+
+        def index(d: int, at: Any = at) -> Any:
+            return np.int64(at[d]) if d in at else _index_array(dims, d)
+
+        vals = _eval_nodes(nodes, arg, index, lambda k: accs[k], inputs)
+        accs = [np.broadcast_to(np.asarray(vals[y], dtype=accs[k].dtype), par_shape).copy()
+                for k, y in enumerate(yields)]
+    results = []
+    for k, acc in enumerate(accs):
+        m = maps[n_in + k]
+        out_shape = [dims[r[1]] if r[0] == "d" else 1 for r in m]
+        out = outputs[k] if outputs is not None else np.empty(out_shape, dtype=acc.dtype)
+        ds = [int(r[1]) for r in m if r[0] == "d"]
+        idx = tuple(slice(None) if d in ds else 0 for d in range(rank))
+        vv = acc[idx]
+        kept = sorted(ds)
+        vv = np.transpose(vv, [kept.index(d) for d in ds]) if len(ds) > 1 else vv
+        out[tuple(int(r[1]) if r[0] == "c" else slice(None) for r in m)] = vv
+        results.append(out)
+    return results
+
+
+def eval_generic(attrs: Mapping[str, Any], inputs: Sequence[np.ndarray],
+                 outputs: Sequence[np.ndarray] | None = None) -> list[np.ndarray]:
+    """Evaluate the generic over its iteration space; writes into ``outputs`` when given
+    (arrays of the output shapes) and returns the results."""
+    if "seq" in attrs["reduce"]:
+        return _eval_sequential(attrs, inputs, outputs)
+    dims = [int(x) for x in attrs["dims"]]
+    rank = len(dims)
+    maps = attrs["maps"]
+    n_in = len(inputs)
+    nodes = attrs["body"]["nodes"]
+    yields = attrs["body"]["yields"]
+    views: dict[int, np.ndarray] = {}
+
+    def arg(k: int) -> np.ndarray:
+        if k not in views:
+            views[k] = operand_view(np.asarray(inputs[k]), maps[k], rank)
+        return views[k]
+
+    def no_out(k: int) -> Any:
+        raise ValueError("hb.generic: an accumulator read outside a sequential reduction")
+
+    vals = _eval_nodes(nodes, arg, lambda d: _index_array(dims, d), no_out, inputs)
     iters = attrs["iterators"]
     red_axes = tuple(d for d in range(rank) if iters[d] == "reduction")
     full = tuple(dims)
