@@ -24,21 +24,21 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 __all__ = [
+    "CompileError",
+    "DeviceLost",
+    "DriverError",
+    "DriverUnavailable",
+    "HalbenchError",
+    "OutOfDeviceMemory",
+    "UserError",
+    "WaitTimeout",
     "__version__",
     "create_device",
     "query_available_drivers",
-    "HalbenchError",
-    "UserError",
-    "DriverUnavailable",
-    "DriverError",
-    "DeviceLost",
-    "OutOfDeviceMemory",
-    "WaitTimeout",
-    "CompileError",
 ]
 
 
-def create_device(uri: str) -> "Device":
+def create_device(uri: str) -> Device:
     """Create a logical device from a URI such as ``vulkan://``, ``cuda://0`` or ``local-sync://``."""
     from halbench.drivers import create_device as _create
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from halbench.errors import UserError
 
-__all__ = ["SmArch", "parse_sm", "is_sm", "cubin_runs_on", "ptx_runs_on", "is_gfx", "gfx_runs_on"]
+__all__ = ["SmArch", "cubin_runs_on", "gfx_runs_on", "is_gfx", "is_sm", "parse_sm", "ptx_runs_on"]
 
 _SM = re.compile(r"sm_([1-9][0-9]?)([0-9])([af]?)")
 _GFX = re.compile(r"gfx[0-9a-f]{3,4}")

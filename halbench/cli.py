@@ -52,7 +52,7 @@ class _Group(click.Group):
         except KeyboardInterrupt:
             click.echo("halbench: interrupted", err=True)
             sys.exit(130)
-        except Exception as e:  # noqa: BLE001 - a bug: one line, the traceback behind --debug
+        except Exception as e:
             if ctx.meta.get("halbench.debug"):
                 raise
             click.echo(f"halbench: internal error: {type(e).__name__}: {e} (a bug in halbench; run with "
@@ -216,6 +216,21 @@ def list_targets_cmd(api: str | None, fmt: str) -> None:
         click.echo(json.dumps({"targets": [t.to_dict() for t in targets]}, indent=2))
         return
     click.echo(format_table(targets, api))
+
+
+@main.command("list-ops")
+@click.option("--backend", default=None, metavar="local|vulkan|cuda",
+              help="Only this backend's columns of the ONNX table.")
+@FORMAT
+def list_ops_cmd(backend: str | None, fmt: str) -> None:
+    """List the ops the compiler takes: linalg ops (MLIR input) and ONNX ops, with how many ONNX
+    backend node tests each passes per device (measured by scripts/onnx_conformance.py)."""
+    from halbench.compiler.ops import format_ops, linalg_ops, onnx_support
+
+    if fmt == "json":
+        click.echo(json.dumps({"linalg": linalg_ops(), "onnx": onnx_support()}, indent=2))
+        return
+    click.echo(format_ops(backend))
 
 
 def _iree_listing(kind: str):

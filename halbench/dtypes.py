@@ -6,7 +6,7 @@ import numpy as np
 
 from halbench.errors import UserError
 
-__all__ = ["DTYPES", "to_numpy", "from_numpy", "itemsize"]
+__all__ = ["DTYPES", "from_numpy", "itemsize", "to_numpy"]
 
 #: halbench name -> NumPy dtype. bf16 has no NumPy type: it is stored as uint16 bits.
 DTYPES: dict[str, np.dtype] = {

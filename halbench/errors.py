@@ -7,15 +7,15 @@ bug and keeps its traceback.
 from __future__ import annotations
 
 __all__ = [
-    "HalbenchError",
-    "UserError",
-    "DriverUnavailable",
-    "DriverError",
-    "DeviceLost",
-    "OutOfDeviceMemory",
-    "WaitTimeout",
     "CompileError",
+    "DeviceLost",
+    "DriverError",
+    "DriverUnavailable",
+    "HalbenchError",
     "NothingToDo",
+    "OutOfDeviceMemory",
+    "UserError",
+    "WaitTimeout",
 ]
 
 

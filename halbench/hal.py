@@ -17,8 +17,9 @@ import re
 import threading
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -29,20 +30,20 @@ if TYPE_CHECKING:
     from halbench.uri import DeviceURI
 
 __all__ = [
+    "DEFAULT_TIMEOUT_S",
     "FORMAT_NAME",
-    "EntryPoint",
-    "ExecutableBinary",
-    "Driver",
-    "Device",
     "Buffer",
-    "Executable",
+    "BufferBinding",
     "CommandBuffer",
+    "Device",
+    "DispatchTiming",
+    "Driver",
+    "EntryPoint",
+    "Executable",
+    "ExecutableBinary",
+    "Profile",
     "Semaphore",
     "Submission",
-    "DispatchTiming",
-    "Profile",
-    "BufferBinding",
-    "DEFAULT_TIMEOUT_S",
 ]
 
 #: What an executable format's name looks like (``vulkan-spirv-bda-v1``). Which formats exist is
@@ -76,7 +77,7 @@ class EntryPoint:
                 "workgroup_size": list(self.workgroup_size)}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "EntryPoint":
+    def from_dict(cls, d: dict[str, Any]) -> EntryPoint:
         return cls(d["name"], int(d["bindings"]), int(d.get("constants", 0)),
                    tuple(d.get("workgroup_size", (1, 1, 1))))
 
@@ -110,7 +111,7 @@ class ExecutableBinary:
 class BufferBinding:
     """A resolved binding: a buffer range handed to a dispatch."""
 
-    buffer: "Buffer"
+    buffer: Buffer
     offset: int
     length: int
 
@@ -175,7 +176,7 @@ class _Resource:
 class Buffer(_Resource, ABC):
     """Device memory of ``nbytes`` bytes."""
 
-    def __init__(self, device: "Device", nbytes: int):
+    def __init__(self, device: Device, nbytes: int):
         self.device = device
         self.nbytes = nbytes
 
@@ -248,7 +249,7 @@ class Buffer(_Resource, ABC):
 class Executable(_Resource):
     """A loaded executable: entry points by name, plus the driver's handle."""
 
-    def __init__(self, device: "Device", binary: ExecutableBinary):
+    def __init__(self, device: Device, binary: ExecutableBinary):
         self.device = device
         self.binary = binary
         self.format = binary.format
@@ -281,7 +282,7 @@ class _Command:
 class CommandBuffer(ABC):
     """Commands recorded once, submitted many times. ``profile=True`` times each dispatch."""
 
-    def __init__(self, device: "Device", profile: bool = False):
+    def __init__(self, device: Device, profile: bool = False):
         self.device = device
         self.profile = profile
         self.ended = False
@@ -422,7 +423,7 @@ class CommandBuffer(ABC):
 class Semaphore(ABC):
     """A timeline semaphore: a 64-bit value that only grows."""
 
-    def __init__(self, device: "Device"):
+    def __init__(self, device: Device):
         self.device = device
 
     @property
@@ -460,7 +461,7 @@ class Semaphore(ABC):
 class Submission(ABC):
     """One submission of a command buffer; ``wait()`` it, then read ``timings()``."""
 
-    def __init__(self, device: "Device", command_buffer: CommandBuffer):
+    def __init__(self, device: Device, command_buffer: CommandBuffer):
         self.device = device
         self.command_buffer = command_buffer
         self.host_submit_ns = time.monotonic_ns()
@@ -514,9 +515,9 @@ class Device(ABC):
     transfer_alignment: int = 4
     max_workgroup_count: tuple[int, int, int] | None = None
     #: The driver that opened this device (set by ``Driver.create_device``).
-    driver: "Driver | None" = None
+    driver: Driver | None = None
 
-    def __init__(self, info: "DeviceInfo", uri: str):
+    def __init__(self, info: DeviceInfo, uri: str):
         self.info = info
         self.uri = uri
         self.closed = False
@@ -608,10 +609,10 @@ class Device(ABC):
         finally:
             self.closed = True
 
-    def __enter__(self) -> "Device":
+    def __enter__(self) -> Device:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __repr__(self) -> str:
@@ -699,30 +700,30 @@ class Driver(ABC):
     probe_module: str = ""
     device_module: str = ""
 
-    def query_available_devices(self) -> list["DeviceInfo"]:
+    def query_available_devices(self) -> list[DeviceInfo]:
         """Every device this driver sees, probed (creates no logical device)."""
         import importlib
 
         return importlib.import_module(self.probe_module).query_devices()
 
-    def _open(self, info: "DeviceInfo") -> Device:
+    def _open(self, info: DeviceInfo) -> Device:
         """Create the logical device for the probed device ``info``."""
         import importlib
 
         return importlib.import_module(self.device_module).create_device(self, info)
 
-    def check_variant(self, fmt: str, target: str, info: "DeviceInfo") -> str | None:
+    def check_variant(self, fmt: str, target: str, info: DeviceInfo) -> str | None:
         """Why a variant of format ``fmt`` built for ``target`` cannot run on the device that
         ``info`` describes; None when it runs."""
         if fmt not in self.formats:
             return f"the {self.name} driver does not load {fmt}"
         return self._check_target(fmt, target, info)
 
-    def _check_target(self, fmt: str, target: str, info: "DeviceInfo") -> str | None:
+    def _check_target(self, fmt: str, target: str, info: DeviceInfo) -> str | None:
         """Drivers with arch-specific formats say here whether ``target`` runs on ``info``."""
         return None
 
-    def create_device(self, where: "str | DeviceURI | DeviceInfo" = "") -> Device:
+    def create_device(self, where: str | DeviceURI | DeviceInfo = "") -> Device:
         """Open a device: a URI path ('', an ordinal, a UUID), a parsed URI, or a probed info."""
         from halbench.probe.info import DeviceInfo
 
@@ -733,7 +734,7 @@ class Driver(ABC):
             dev.formats = self.formats
         return dev
 
-    def select(self, where: "str | DeviceURI" = "") -> "DeviceInfo":
+    def select(self, where: str | DeviceURI = "") -> DeviceInfo:
         """Pick the probed device that ``where`` names; a clear error lists the others."""
         from halbench.uri import DeviceURI, normalize_uuid, parse_uri
 
@@ -755,7 +756,7 @@ class Driver(ABC):
             raise UserError(f"no {self.name} device with UUID {u.path}; available: {listing}")
         return self._default_device(devices)
 
-    def _default_device(self, devices: list["DeviceInfo"]) -> "DeviceInfo":
+    def _default_device(self, devices: list[DeviceInfo]) -> DeviceInfo:
         return devices[0]
 
 

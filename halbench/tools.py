@@ -15,7 +15,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 from halbench.errors import HalbenchError, UserError
@@ -33,7 +33,7 @@ def cache_dir() -> Path:
     return Path(base) / "halbench"
 
 
-@lru_cache(maxsize=None)
+@cache
 def find_tool(name: str) -> str:
     """Path of ``glslangValidator`` or ``spirv-val``; a UserError says how to install it."""
     found = shutil.which(name)

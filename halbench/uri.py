@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from halbench.errors import UserError
 
-__all__ = ["DeviceURI", "parse_uri", "normalize_uuid", "dashed_uuid"]
+__all__ = ["DeviceURI", "dashed_uuid", "normalize_uuid", "parse_uri"]
 
 _DRIVER_RE = re.compile(r"^[a-z][a-z0-9-]*$")
 _HEX32_RE = re.compile(r"^[0-9a-f]{32}$")
@@ -42,8 +42,7 @@ class DeviceURI:
 def normalize_uuid(text: str) -> str | None:
     """Return the 32-hex-digit lowercase form of a UUID in any accepted spelling, or None."""
     t = text.strip().lower()
-    if t.startswith("gpu-"):
-        t = t[4:]
+    t = t.removeprefix("gpu-")
     t = t.replace("-", "")
     return t if _HEX32_RE.match(t) else None
 

@@ -32,7 +32,7 @@ __all__ = [
     "write_results",
 ]
 
-from halbench.bench.schema import KIND, SCHEMA_VERSION, STATUSES  # noqa: E402  (one definition)
+from halbench.bench.schema import KIND, SCHEMA_VERSION, STATUSES
 
 BENCHMARK_KINDS = ("model", "micro")
 

@@ -12,8 +12,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-__all__ = ["SCHEMA_VERSION", "KIND", "STATUSES", "Samples", "Correctness", "Timing", "Metrics", "DispatchStat",
-           "BenchmarkResult", "RunInfo", "ResultsDoc"]
+__all__ = [
+    "KIND",
+    "SCHEMA_VERSION",
+    "STATUSES",
+    "BenchmarkResult",
+    "Correctness",
+    "DispatchStat",
+    "Metrics",
+    "ResultsDoc",
+    "RunInfo",
+    "Samples",
+    "Timing",
+]
 
 #: The version this halbench writes. Bump it together with a migration in results.MIGRATIONS.
 SCHEMA_VERSION = 1

@@ -28,12 +28,12 @@ import numpy as np
 __all__ = [
     "MIN_SAMPLES_FOR_TEST",
     "NOISE_THRESHOLD",
-    "noisy_warning",
     "Comparison",
     "Stats",
     "compare_samples",
     "log_centre_se",
     "mann_whitney",
+    "noisy_warning",
     "repetition_medians",
     "repetition_sd",
 ]
@@ -208,7 +208,7 @@ def compare_samples(base: Sequence[float] | Stats, new: Sequence[float] | Stats,
     return Comparison(b, n, change, delta, method, p, significant, verdict, why)
 
 
-def noisy_warning(s: "Stats") -> str | None:
+def noisy_warning(s: Stats) -> str | None:
     """The one wording of the "noisy" warning (runner and report), or None when not noisy."""
     return f"noisy (IQR/median {s.rel_iqr:.0%} > {NOISE_THRESHOLD:.0%})" if s.noisy() else None
 

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from halbench.errors import UserError
 
-__all__ = ["GateSection", "GateOverride", "SettingsModel", "SuiteDoc", "validate_doc", "one_line"]
+__all__ = ["GateOverride", "GateSection", "SettingsModel", "SuiteDoc", "one_line", "validate_doc"]
 
 Finite = Annotated[float, Field(allow_inf_nan=False)]
 Name = Annotated[str, Field(min_length=1, max_length=200)]

@@ -100,13 +100,12 @@ def write_bundle(path: str | os.PathLike[str], manifest: Manifest, members: Mapp
     # The writer checks what the reader will: a broken bundle fails here, at compile time.
     manifest.check()
     text = json.dumps(manifest.to_dict(), indent=1, sort_keys=False).encode("utf-8")
-    with atomic_open(path, "bundle", make_dirs=False) as f:
-        with zipfile.ZipFile(f, "w") as z:
-            _add(z, MANIFEST, text, zipfile.ZIP_DEFLATED)
-            for name in sorted(members):
-                # Weights are mostly incompressible floats: storing them is as small and faster.
-                method = zipfile.ZIP_STORED if name.startswith("weights/") else zipfile.ZIP_DEFLATED
-                _add(z, name, bytes(members[name]), method)
+    with atomic_open(path, "bundle", make_dirs=False) as f, zipfile.ZipFile(f, "w") as z:
+        _add(z, MANIFEST, text, zipfile.ZIP_DEFLATED)
+        for name in sorted(members):
+            # Weights are mostly incompressible floats: storing them is as small and faster.
+            method = zipfile.ZIP_STORED if name.startswith("weights/") else zipfile.ZIP_DEFLATED
+            _add(z, name, bytes(members[name]), method)
     return manifest
 
 

@@ -12,9 +12,10 @@ import hashlib
 import json
 import re
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -35,7 +36,7 @@ from halbench.bundle import (
 from halbench.compiler.ir import Graph
 from halbench.errors import CompileError, UserError
 
-__all__ = ["CompileOptions", "CompiledModule", "compile_model", "compile_graph", "RANDOM_INIT"]
+__all__ = ["RANDOM_INIT", "CompileOptions", "CompiledModule", "compile_graph", "compile_model"]
 
 #: How ``weights="random"`` initialises float weights (bundle-format.md: seeded normal).
 RANDOM_INIT = {"distribution": "normal", "scale": 0.02}
@@ -249,7 +250,8 @@ def _schedule(g: Graph, options: CompileOptions, executables: list[ExecutableDec
         if nbytes <= 0:
             raise CompileError(f"{kind} '{name}' has no elements; halbench needs non-empty tensors")
         ids[key] = len(buffers)
-        buffers.append(BufferDecl(len(buffers), nbytes, kind, name))
+        # Whole 4-byte words: copies and fills move words (a 3-byte int8 output is copied as 4).
+        buffers.append(BufferDecl(len(buffers), -(-nbytes // 4) * 4, kind, name))
         return ids[key]
 
     inputs = []
@@ -324,7 +326,7 @@ def _schedule(g: Graph, options: CompileOptions, executables: list[ExecutableDec
     for spec, (user, v) in zip(outputs, g.outputs):
         bid, off = where(v)
         if bid != spec.buffer:
-            copies.append(CopyStep(BufferRange(bid, off), BufferRange(spec.buffer, 0), spec.nbytes))
+            copies.append(CopyStep(BufferRange(bid, off), BufferRange(spec.buffer, 0), -(-spec.nbytes // 4) * 4))
     if copies:
         if steps:
             steps.append(BarrierStep())

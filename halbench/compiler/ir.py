@@ -24,8 +24,19 @@ import numpy as np
 
 from halbench.dtypes import itemsize
 
-__all__ = ["TensorType", "Node", "Body", "Op", "Weight", "Graph", "MapResult", "IndexMap",
-           "is_identity", "GENERIC_KINDS", "NAMED_KINDS"]
+__all__ = [
+    "GENERIC_KINDS",
+    "NAMED_KINDS",
+    "Body",
+    "Graph",
+    "IndexMap",
+    "MapResult",
+    "Node",
+    "Op",
+    "TensorType",
+    "Weight",
+    "is_identity",
+]
 
 MapResult = tuple[str, int]
 IndexMap = tuple[MapResult, ...]
@@ -84,7 +95,7 @@ class Body:
     def to_json(self) -> dict[str, Any]:
         return {"nodes": [n.to_json() for n in self.nodes], "yields": list(self.yields)}
 
-    def live(self) -> "Body":
+    def live(self) -> Body:
         """A copy without nodes the yields do not need (renumbered)."""
         need: set[int] = set()
         stack = list(self.yields)
@@ -123,7 +134,7 @@ class Op:
     attrs: dict[str, Any] = field(default_factory=dict)
     loc: str = ""
 
-    def clone(self) -> "Op":
+    def clone(self) -> Op:
         return Op(self.kind, list(self.inputs), list(self.outputs), copy.deepcopy(self.attrs), self.loc)
 
     def generic_attrs(self) -> dict[str, Any]:
@@ -165,7 +176,7 @@ class Graph:
     #: the linalg types lost (``u8`` for a signless ``i8``: same bytes, its signedness kept).
     io_dtypes: dict[str, str] = field(default_factory=dict)
 
-    def copy(self) -> "Graph":
+    def copy(self) -> Graph:
         return Graph(dict(self.types), [op.clone() for op in self.ops], list(self.inputs),
                      list(self.outputs), dict(self.weights), dict(self.views), self.name,
                      dict(self.storage), self.transient_nbytes, dict(self.costs), dict(self.io_dtypes))

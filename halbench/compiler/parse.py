@@ -10,7 +10,8 @@ element-wise combine, which the fusion passes later pull into the op's epilogue.
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -18,7 +19,7 @@ from halbench.compiler.ir import Body, Graph, Node, Op, TensorType, Weight
 from halbench.dtypes import to_numpy
 from halbench.errors import CompileError
 
-__all__ = ["parse_module", "SUPPORTED_OPS", "SCALAR_OPS"]
+__all__ = ["SCALAR_OPS", "SUPPORTED_OPS", "parse_module"]
 
 _CONV = {
     "linalg.conv_2d_nchw_fchw": ("conv2d", "nchw"),
@@ -33,24 +34,24 @@ _POOL = {
     "linalg.pooling_nhwc_max": ("max", "nhwc"), "linalg.pooling_nhwc_sum": ("sum", "nhwc"),
 }
 _MATMUL = {"linalg.matmul": "matmul", "linalg.batch_matmul": "batch_matmul"}
+#: 1-D convolutions and pools: the 2-D op over a height of 1 (input axis, weight axis, 2-D layout).
+_CONV1D = {
+    "linalg.conv_1d_ncw_fcw": ("conv2d", "nchw", 2, 2),
+    "linalg.conv_1d_nwc_wcf": ("conv2d", "nhwc_hwcf", 1, 0),
+    "linalg.depthwise_conv_1d_ncw_cw": ("depthwise_conv2d", "nchw", 2, 1),
+    "linalg.depthwise_conv_1d_nwc_wc": ("depthwise_conv2d", "nhwc", 1, 0),
+}
+_POOL1D = {
+    "linalg.pooling_ncw_max": ("max", "nchw", 2), "linalg.pooling_ncw_sum": ("sum", "nchw", 2),
+    "linalg.pooling_nwc_max": ("max", "nhwc", 1), "linalg.pooling_nwc_sum": ("sum", "nhwc", 1),
+}
 
 #: Scalar ops allowed in a region (dialect prefix dropped in the IR).
-SCALAR_OPS = frozenset("""
-arith.addf arith.subf arith.mulf arith.divf arith.negf arith.remf arith.maximumf arith.minimumf
-arith.maxnumf arith.minnumf arith.addi arith.subi arith.muli arith.divsi arith.divui arith.remsi
-arith.remui arith.floordivsi arith.ceildivsi arith.andi arith.ori arith.xori arith.shli arith.shrsi
-arith.shrui arith.maxsi arith.minsi arith.maxui arith.minui arith.cmpf arith.cmpi arith.select
-arith.sitofp arith.uitofp arith.fptosi arith.fptoui arith.extf arith.truncf arith.extsi arith.extui
-arith.trunci arith.index_cast arith.index_castui arith.bitcast arith.constant
-math.exp math.exp2 math.expm1 math.log math.log2 math.log1p math.tanh math.erf math.rsqrt
-math.sqrt math.powf math.fpowi math.absf math.absi math.ceil math.floor math.round
-math.roundeven math.sin math.cos math.atan math.atan2 math.copysign math.fma
-math.tan math.acos math.asin math.acosh math.asinh math.atanh math.cosh math.sinh
-linalg.index tensor.extract
-""".split())
+SCALAR_OPS = frozenset(["arith.addf", "arith.subf", "arith.mulf", "arith.divf", "arith.negf", "arith.remf", "arith.maximumf", "arith.minimumf", "arith.maxnumf", "arith.minnumf", "arith.addi", "arith.subi", "arith.muli", "arith.divsi", "arith.divui", "arith.remsi", "arith.remui", "arith.floordivsi", "arith.ceildivsi", "arith.andi", "arith.ori", "arith.xori", "arith.shli", "arith.shrsi", "arith.shrui", "arith.maxsi", "arith.minsi", "arith.maxui", "arith.minui", "arith.cmpf", "arith.cmpi", "arith.select", "arith.sitofp", "arith.uitofp", "arith.fptosi", "arith.fptoui", "arith.extf", "arith.truncf", "arith.extsi", "arith.extui", "arith.trunci", "arith.index_cast", "arith.index_castui", "arith.bitcast", "arith.constant", "math.exp", "math.exp2", "math.expm1", "math.log", "math.log2", "math.log1p", "math.tanh", "math.erf", "math.rsqrt", "math.sqrt", "math.powf", "math.fpowi", "math.absf", "math.absi", "math.ceil", "math.floor", "math.round", "math.roundeven", "math.sin", "math.cos", "math.atan", "math.atan2", "math.copysign", "math.fma", "math.tan", "math.acos", "math.asin", "math.acosh", "math.asinh", "math.atanh", "math.cosh", "math.sinh", "linalg.index", "tensor.extract"])
 
 _TOP_OPS = ["arith.constant", "tensor.empty", "linalg.fill", "linalg.generic", "linalg.broadcast",
-            "linalg.transpose", "linalg.matmul", "linalg.batch_matmul", *_CONV, *_POOL, "tensor.pad",
+            "linalg.transpose", "linalg.matmul", "linalg.batch_matmul", *_CONV, *_POOL, *_CONV1D, *_POOL1D,
+            "tensor.pad",
             "tensor.collapse_shape", "tensor.expand_shape", "tensor.reshape", "tensor.cast",
             "tensor.concat", "tensor.extract_slice", "tensor.insert_slice", "cf.assert", "func.return"]
 
@@ -66,8 +67,8 @@ _COMBINE = {"addf": "add", "addi": "add", "maximumf": "max", "maxnumf": "max", "
 
 def _unsupported(op: Any, what: str = "") -> CompileError:
     extra = f" ({what})" if what else ""
-    return CompileError(f"unsupported op '{op.name}'{extra} at {_loc(op)}; supported ops: "
-                        f"{', '.join(_TOP_OPS)}; in regions: {', '.join(sorted(SCALAR_OPS))}")
+    return CompileError(f"unsupported op '{op.name}'{extra} at {_loc(op)}; `halbench list-ops` lists the ops "
+                        f"halbench compiles")
 
 
 def _loc(op: Any) -> str:
@@ -110,6 +111,7 @@ class _Parser:
         self.scalars: dict[Any, tuple[Any, str]] = {}   # outer scalar constants
         self.fills: dict[Any, Any] = {}                  # fill result -> its scalar constant
         self.empties: set[Any] = set()
+        self.runtime_scalars: dict[Any, tuple[Any, tuple[int, ...]]] = {}  # scalar -> (tensor, indices)
         self.counter = 0
 
     # -- values ---------------------------------------------------------------------
@@ -170,6 +172,12 @@ class _Parser:
         return self.g
 
     def top(self, op: Any, output_names: list[str] | None) -> None:
+        before = len(self.g.ops)
+        self.top_op(op, output_names)
+        if len(self.g.ops) > before and self.g.ops[-1].kind in ("reshape", "slice", "concat", "generic"):
+            self.fold_if_constant()
+
+    def top_op(self, op: Any, output_names: list[str] | None) -> None:
         n = op.name
         if n == "func.return":
             for i, v in enumerate(op.operands):
@@ -181,6 +189,8 @@ class _Parser:
             self.empties.add(op.results[0])
         elif n == "cf.assert":
             pass  # runtime checks (division by zero) that the oracle does not reproduce
+        elif n == "linalg.fill" and op.operands[0] in self.runtime_scalars:
+            self.runtime_fill(op)
         elif n == "linalg.fill":
             self.fills[op.results[0]] = self.scalar_const(op.operands[0], op)
         elif n == "linalg.generic":
@@ -195,6 +205,8 @@ class _Parser:
             self.conv(op, *_CONV[n])
         elif n in _POOL:
             self.pool(op, *_POOL[n])
+        elif n in _CONV1D or n in _POOL1D:
+            self.one_d(op, n)
         elif n == "tensor.pad":
             self.pad(op)
         elif n in ("tensor.collapse_shape", "tensor.expand_shape", "tensor.reshape", "tensor.cast"):
@@ -205,6 +217,11 @@ class _Parser:
                       {"axis": dim}, op)
         elif n == "tensor.extract_slice":
             self.extract_slice(op)
+        elif n == "tensor.extract" and not isinstance(op.results[0].type, self.ir.RankedTensorType):
+            self.scalar_extract(op)
+        elif n in SCALAR_OPS and len(op.results) == 1 \
+                and not isinstance(op.results[0].type, self.ir.RankedTensorType):
+            self.scalar_arith(op)
         elif n == "tensor.insert_slice":
             self.insert_slice(op)
         else:
@@ -360,6 +377,8 @@ class _Parser:
                 val, dt = self.scalars[v]
                 values[v] = body.add(Node("const", (), dt, val))
                 return values[v]
+            if v in self.runtime_scalars:
+                return self.materialize_scalar(v, body, operand_vals, operand_maps, values)
             raise _unsupported(op, f"its body reads {v.get_name()}, which is neither an operand nor a constant")
 
         for inner in block.operations:
@@ -450,6 +469,69 @@ class _Parser:
             out_names.append(self.define(results[k]))
         self.emit("generic", in_names, out_names, _generic_attrs(
             dims, iters, operand_maps + out_maps, body, reduce_kinds, inits, init_consts), op)
+
+    def materialize_scalar(self, v: Any, body: Body, operand_vals: list[Any], operand_maps: list[Any],
+                           values: dict[Any, int]) -> int:
+        """The body node computing outer scalar ``v`` (a constant, or a run-time scalar expression
+        whose gathered tensors become captured operands)."""
+        if v in values:
+            return values[v]
+        if v in self.scalars:
+            val, dt = self.scalars[v]
+            values[v] = body.add(Node("const", (), dt, val))
+            return values[v]
+        rs = self.runtime_scalars[v]
+        if rs[0] == "extract":
+            operand_vals.append(rs[1])
+            operand_maps.append(None)
+            idx = tuple(body.add(Node("const", (), "i64", i)) for i in rs[2])
+            values[v] = body.add(Node("extract", idx, _dtype(v.type), len(operand_vals) - 1))
+        else:
+            _, short, dt, value, operands = rs
+            args = tuple(self.materialize_scalar(x, body, operand_vals, operand_maps, values) for x in operands)
+            values[v] = body.add(Node(short, args, dt, value))
+        return values[v]
+
+    def runtime_fill(self, op: Any) -> None:
+        """A fill with a run-time scalar: a generic whose body computes the scalar."""
+        t = self.tensor_type(op.results[0].type, "fill")
+        body = Body()
+        vals: list[Any] = []
+        maps: list[Any] = []
+        body.yields = [self.materialize_scalar(op.operands[0], body, vals, maps, {})]
+        rank = len(t.shape)
+        self.emit("generic", [self.name(x) for x in vals], [self.define(op.results[0])], _generic_attrs(
+            list(t.shape), ["parallel"] * rank, maps + [_ident(rank)], body, [None], [None], [None]), op)
+
+    def fold_if_constant(self) -> None:
+        """The op just emitted, when it reads only constants and makes a small result (shape
+        arithmetic: which rows to slice, how far to pad), evaluated now: later scalar reads of
+        it (``tensor.extract``) become constants, and so do the shapes computed from them."""
+        o = self.g.ops[-1]
+        if not all(v in self.g.weights and self.g.weights[v].data is not None for v in o.inputs):
+            return
+        if sum(self.g.types[v].size for v in o.outputs) > 4096:
+            return  # weights: the fold_constants pass decides about those
+        from halbench.kernels.ops.generic import eval_generic
+
+        data = [np.asarray(self.g.weights[v].data) for v in o.inputs]
+        try:
+            if o.kind == "generic":
+                outs = eval_generic(o.generic_attrs(), data)
+            elif o.kind == "reshape":
+                outs = [data[0].reshape(self.g.types[o.outputs[0]].shape)]
+            elif o.kind == "concat":
+                outs = [np.concatenate(data, axis=int(o.attrs["axis"]))]
+            else:  # slice
+                a = o.attrs
+                outs = [data[0][tuple(slice(off, off + (n - 1) * st + 1, st)
+                                      for off, n, st in zip(a["offsets"], a["sizes"], a["strides"]))]]
+        except Exception:  # noqa: BLE001 - not foldable here (an out-of-bounds gather): leave it to run
+            return
+        self.g.ops.pop()
+        for v, a in zip(o.outputs, outs):
+            t = self.g.types[v]
+            self.g.weights[v] = Weight(v, t, np.asarray(a, dtype=to_numpy(t.dtype)).reshape(t.shape))
 
     def sequential_reduction(self, op: Any, dims: list[int], iters: list[str], operand_vals: list[Any],
                              operand_maps: list[Any], out_maps: list[Any], outs: list[Any], results: list[Any],
@@ -560,6 +642,55 @@ class _Parser:
             init = self.init_of(init_v, neutral)
         self.with_init_value(init, [self.name(op.operands[0])], attrs, op, "addf" if mode == "sum" else "maximumf")
 
+    def one_d(self, op: Any, n: str) -> None:
+        """A 1-D conv or pool as the 2-D op over a height of 1, between two reshapes (views)."""
+        def lifted(v: Any, axis: int, what: str) -> str:
+            t = self.tensor_type(v.type, what)
+            shape = list(t.shape)
+            shape.insert(axis, 1)
+            out = self.fresh(TensorType(tuple(shape), t.dtype))
+            self.emit("reshape", [self.name(v)], [out], {}, op)
+            return out
+
+        strides = [1] + self._ints(op, "strides", [1])
+        dilations = [1] + self._ints(op, "dilations", [1])
+        t_res = self.tensor_type(op.results[0].type, "result")
+        if n in _CONV1D:
+            kind, layout, x_axis, w_axis = _CONV1D[n]
+            ins = [lifted(op.operands[0], x_axis, "input"), lifted(op.operands[1], w_axis, "filter")]
+            attrs = {"layout": layout, "strides": strides, "dilations": dilations, "pads": [0, 0, 0, 0],
+                     "pad_value": 0.0}
+            neutral, combine, init_v = 0.0, "addf" if t_res.dtype.startswith("f") else "addi", op.operands[2]
+        else:
+            mode, layout, x_axis = _POOL1D[n]
+            window = self.tensor_type(op.operands[1].type, "pooling window").shape
+            ins = [lifted(op.operands[0], x_axis, "input")]
+            kind = "pool"
+            neutral = 0.0 if mode == "sum" else float("-inf")
+            attrs = {"mode": mode, "layout": layout, "kernel": [1, *window], "strides": strides,
+                     "dilations": dilations, "pads": [0, 0, 0, 0], "pad_value": neutral}
+            combine, init_v = ("addf" if mode == "sum" else "maximumf"), op.operands[2]
+        shape = list(t_res.shape)
+        shape.insert(x_axis, 1)
+        t4 = TensorType(tuple(shape), t_res.dtype)
+        out4 = self.fresh(t4)
+        self.emit(kind, ins, [out4], attrs, op)
+        if kind == "pool" and mode == "max" and init_v in self.fills and float(self.fills[init_v]) <= -3.0e38:
+            init = None
+        else:
+            init = self.init_of(init_v, neutral)
+        if init is not None:
+            init4 = self.fresh(t4)
+            self.emit("reshape", [init], [init4], {}, op)
+            body = Body()
+            a, b = body.add(Node("arg", (), t4.dtype, 0)), body.add(Node("arg", (), t4.dtype, 1))
+            body.yields = [body.add(Node(combine, (a, b), t4.dtype))]
+            summed = self.fresh(t4)
+            self.emit("generic", [out4, init4], [summed], _generic_attrs(
+                list(t4.shape), ["parallel"] * 4, [_ident(4)] * 3, body, [None], [None], [None]), op)
+            out4 = summed
+        self.emit("reshape", [out4], [self.define(op.results[0])], {}, op)
+
     def with_init_value(self, init: str | None, ins: list[str], attrs: dict[str, Any], op: Any, combine: str) -> None:
         t = self.tensor_type(op.results[0].type, "pool")
         if init is None:
@@ -600,11 +731,72 @@ class _Parser:
         return vals
 
     def extract_slice(self, op: Any) -> None:
-        if len(list(op.operands)) != 1:
-            raise _unsupported(op, "dynamic offsets, sizes or strides")
-        self.emit("slice", [self.name(op.operands[0])], [self.define(op.results[0])],
-                  {"offsets": self._static(op, "static_offsets"), "sizes": self._static(op, "static_sizes"),
-                   "strides": self._static(op, "static_strides")}, op)
+        operands = list(op.operands)
+        if len(operands) == 1:
+            offsets, sizes = self._static(op, "static_offsets"), self._static(op, "static_sizes")
+            strides = self._static(op, "static_strides")
+        else:
+            # Offsets and sizes computed from constants (shape arithmetic the pipeline did not fold).
+            dyn = iter(operands[1:])
+            lists = []
+            for attr in ("static_offsets", "static_sizes", "static_strides"):
+                vals = []
+                for v in self.ir.DenseI64ArrayAttr(op.attributes[attr]):
+                    if v < -(2 ** 62):
+                        x = next(dyn)
+                        if x not in self.scalars:
+                            raise _unsupported(op, "offsets, sizes or strides known only at run time")
+                        v = int(self.scalars[x][0])
+                    vals.append(int(v))
+                lists.append(vals)
+            offsets, sizes, strides = lists
+        src = self.name(op.operands[0])
+        t = TensorType(tuple(sizes), self.g.types[src].dtype)
+        out = self.fresh(t)
+        self.names[op.results[0]] = out
+        self.emit("slice", [src], [out], {"offsets": offsets, "sizes": sizes, "strides": strides}, op)
+
+    def scalar_extract(self, op: Any) -> None:
+        """``tensor.extract`` of a constant tensor at constant indices, outside any region: a scalar
+        constant (shape arithmetic on constant shape tensors)."""
+        src = op.operands[0]
+        name = self.names.get(src)
+        w = self.g.weights.get(name) if name else None
+        idx = list(op.operands)[1:]
+        if any(i not in self.scalars for i in idx):
+            raise _unsupported(op, "a scalar read at indices known only at run time")
+        if w is None or w.data is None:
+            # A run-time scalar (OneHot's on/off values): region bodies that read it gather it.
+            self.runtime_scalars[op.results[0]] = ("extract", src, tuple(int(self.scalars[i][0]) for i in idx))
+            return
+        at = tuple(int(self.scalars[i][0]) for i in idx)
+        value = np.asarray(w.data)[at] if at else np.asarray(w.data).reshape(())
+        self.scalars[op.results[0]] = (value.item(), _dtype(op.results[0].type))
+
+    def scalar_arith(self, op: Any) -> None:
+        """arith / math on scalar constants outside any region: evaluated here, as the kernels would."""
+        from halbench.kernels.ops.generic import _eval_nodes
+
+        short = op.name.split(".", 1)[1]
+        res = op.results[0]
+        value = None
+        if op.name == "arith.cmpf":
+            value = _CMPF[self.ir.IntegerAttr(op.attributes["predicate"]).value]
+        elif op.name == "arith.cmpi":
+            value = _CMPI[self.ir.IntegerAttr(op.attributes["predicate"]).value]
+        elif op.name == "arith.constant":
+            self.constant(op)
+            return
+        if any(v not in self.scalars for v in op.operands):
+            if all(v in self.scalars or v in self.runtime_scalars for v in op.operands):
+                # On a run-time scalar: kept as an expression, evaluated inside the bodies that read it.
+                self.runtime_scalars[res] = ("op", short, _dtype(res.type), value, list(op.operands))
+                return
+            raise _unsupported(op, "scalar arithmetic on values known only at run time")
+        nodes = [["const", [], self.scalars[v][1], self.scalars[v][0]] for v in op.operands]
+        nodes.append([short, list(range(len(nodes))), _dtype(res.type), value])
+        out = _eval_nodes(nodes, lambda k: None, lambda d: None, lambda k: None, [])[-1]
+        self.scalars[res] = (np.asarray(out).item(), _dtype(res.type))
 
     def insert_slice(self, op: Any) -> None:
         if len(list(op.operands)) != 2:

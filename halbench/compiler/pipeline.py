@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Callable, TextIO
+from collections.abc import Callable
+from typing import TextIO
 
 from halbench.compiler.ir import Graph
 from halbench.compiler.passes.assign_buffers import assign_buffers
@@ -19,7 +20,7 @@ from halbench.compiler.passes.inline_constants import inline_constants
 from halbench.compiler.passes.recognize_patterns import recognize_patterns
 from halbench.errors import UserError
 
-__all__ = ["run_pipeline", "PASSES"]
+__all__ = ["PASSES", "run_pipeline"]
 
 PASSES = ("parse", "inline_constants", "canonicalize", "fold_constants", "fold_reshapes", "fuse_pad",
           "fuse_elementwise", "form_dispatches", "recognize_patterns", "assign_buffers", "cost")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from halbench.compiler.ir import Body, Graph, Op
 
-__all__ = ["print_graph", "print_op", "print_body"]
+__all__ = ["print_body", "print_graph", "print_op"]
 
 
 def _map(m) -> str:

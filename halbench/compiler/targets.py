@@ -32,18 +32,18 @@ from halbench.probe.hip import mma_shapes as _hip_mma
 from halbench.probe.info import DeviceInfo, Features, Identity, Limits, MatrixShape
 
 __all__ = [
-    "apis",
-    "GENERIC_VULKAN",
-    "by_arch",
-    "published_peaks",
-    "Target",
-    "TARGETS",
     "CODE_NAMES",
-    "list_targets",
-    "resolve_target",
+    "GENERIC_VULKAN",
+    "TARGETS",
+    "Target",
+    "apis",
+    "by_arch",
     "default_target",
-    "target_from_device",
     "format_table",
+    "list_targets",
+    "published_peaks",
+    "resolve_target",
+    "target_from_device",
 ]
 
 

@@ -19,8 +19,17 @@ if TYPE_CHECKING:
     from halbench.probe.info import DeviceInfo
     from halbench.uri import DeviceURI
 
-__all__ = ["DriverStatus", "canonical_driver", "driver_names", "get_driver", "query_available_drivers", "create_device",
-           "known_formats", "select_device", "resolve_devices"]
+__all__ = [
+    "DriverStatus",
+    "canonical_driver",
+    "create_device",
+    "driver_names",
+    "get_driver",
+    "known_formats",
+    "query_available_drivers",
+    "resolve_devices",
+    "select_device",
+]
 
 # name -> ("module:Class", one-line description)
 _BUILTIN: dict[str, tuple[str, str]] = {
@@ -38,7 +47,7 @@ _BUILTIN: dict[str, tuple[str, str]] = {
                    "Host CPU, workgroups spread over a thread pool (NumPy kernels)"),
 }
 
-_instances: dict[str, "Driver"] = {}
+_instances: dict[str, Driver] = {}
 
 
 @dataclass(frozen=True)
@@ -97,7 +106,7 @@ def canonical_driver(name: str) -> str:
     return name
 
 
-def get_driver(name: str) -> "Driver":
+def get_driver(name: str) -> Driver:
     """The driver called ``name`` (or an alias). Unknown names raise UserError listing the known ones."""
     reg = _registry()
     name = canonical_driver(name) if name not in reg else name
@@ -150,7 +159,7 @@ def known_formats() -> dict[str, str]:
     return out
 
 
-def _parse(uri: "str | DeviceURI") -> "DeviceURI":
+def _parse(uri: str | DeviceURI) -> DeviceURI:
     """Parse once, with the driver's registered name (``rocm://`` is ``hip://``)."""
     from dataclasses import replace
 
@@ -161,13 +170,13 @@ def _parse(uri: "str | DeviceURI") -> "DeviceURI":
     return u if name == u.driver else replace(u, driver=name)
 
 
-def select_device(uri: "str | DeviceURI") -> "DeviceInfo":
+def select_device(uri: str | DeviceURI) -> DeviceInfo:
     """The probed device a URI names (``vulkan://`` picks the driver's default)."""
     u = _parse(uri)
     return get_driver(u.driver).select(u)
 
 
-def create_device(uri: "str | DeviceURI | DeviceInfo") -> "Device":
+def create_device(uri: str | DeviceURI | DeviceInfo) -> Device:
     """Open a logical device from a URI (``vulkan://``, ``cuda://0``, ``vulkan://GPU-...``) or a
     probed DeviceInfo. The URI is parsed here, once; the driver gets the parsed form."""
     from halbench.probe.info import DeviceInfo
@@ -178,7 +187,7 @@ def create_device(uri: "str | DeviceURI | DeviceInfo") -> "Device":
     return get_driver(u.driver).create_device(u)
 
 
-def resolve_devices(patterns: "tuple[str, ...] | list[str]") -> tuple[list["DeviceInfo"], list[tuple[str, str]]]:
+def resolve_devices(patterns: tuple[str, ...] | list[str]) -> tuple[list[DeviceInfo], list[tuple[str, str]]]:
     """Device patterns -> the probed devices they name, each once, in order.
 
     Patterns: ``*`` (every device of every driver), ``DRIVER://*`` or other shell patterns over
@@ -187,10 +196,10 @@ def resolve_devices(patterns: "tuple[str, ...] | list[str]") -> tuple[list["Devi
     ``(devices, unavailable)``: ``unavailable`` lists ``(pattern, reason)`` for patterns that named
     a driver or device explicitly but could not be had.
     """
-    found: list["DeviceInfo"] = []
+    found: list[DeviceInfo] = []
     missing: list[tuple[str, str]] = []
 
-    def devices_of(driver: str) -> list["DeviceInfo"]:
+    def devices_of(driver: str) -> list[DeviceInfo]:
         return list(get_driver(driver).query_available_devices())
 
     for pat in patterns:
@@ -209,7 +218,7 @@ def resolve_devices(patterns: "tuple[str, ...] | list[str]") -> tuple[list["Devi
             found.append(select_device(pat))
         except HalbenchError as e:
             missing.append((pat, str(e)))
-    unique: dict[str, "DeviceInfo"] = {}
+    unique: dict[str, DeviceInfo] = {}
     for d in found:
         unique.setdefault(d.uri, d)
     return list(unique.values()), missing

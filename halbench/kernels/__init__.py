@@ -20,11 +20,18 @@ from halbench.kernels.format import (
     register_kernel,
 )
 
-__all__ = ["FORMAT", "RegisteredKernel", "get_kernel", "local_binary", "parse_binary", "register_kernel",
-           "load_builtin"]
+__all__ = [
+    "FORMAT",
+    "RegisteredKernel",
+    "get_kernel",
+    "load_builtin",
+    "local_binary",
+    "parse_binary",
+    "register_kernel",
+]
 
 
 def load_builtin() -> None:
     """Register every built-in kernel (import ``ops`` and ``micro``); cheap after the first call."""
-    import halbench.kernels.micro  # noqa: F401
+    import halbench.kernels.micro
     import halbench.kernels.ops  # noqa: F401

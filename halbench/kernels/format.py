@@ -44,8 +44,9 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -56,11 +57,11 @@ __all__ = [
     "FORMAT",
     "Kernel",
     "RegisteredKernel",
-    "register_kernel",
     "get_kernel",
-    "registered_kernels",
     "local_binary",
     "parse_binary",
+    "register_kernel",
+    "registered_kernels",
     "workgroup_xyz",
 ]
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from halbench.probe.info import DeviceInfo, Features, Identity, Limits, Memory, MemoryHeap
 
-__all__ = ["query_devices", "parse_cpuinfo", "SIMD_FLAGS"]
+__all__ = ["SIMD_FLAGS", "parse_cpuinfo", "query_devices"]
 
 #: SIMD-relevant /proc/cpuinfo flags halbench reports (x86 and Arm spellings).
 SIMD_FLAGS = ("sse4_1", "sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl",

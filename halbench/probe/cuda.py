@@ -23,7 +23,7 @@ from halbench.probe.info import (
 from halbench.probe.status import cuda_check, cuda_status_name
 from halbench.uri import dashed_uuid
 
-__all__ = ["query_devices", "clear_cache", "device_info_from_attributes", "mma_shapes", "ATTRIBUTES"]
+__all__ = ["ATTRIBUTES", "clear_cache", "device_info_from_attributes", "mma_shapes", "query_devices"]
 
 DRIVER = "cuda"
 

@@ -22,7 +22,7 @@ from halbench.probe.info import (
 )
 from halbench.uri import dashed_uuid
 
-__all__ = ["query_devices", "clear_cache", "device_info_from_props", "mma_shapes"]
+__all__ = ["clear_cache", "device_info_from_props", "mma_shapes", "query_devices"]
 
 DRIVER = "hip"
 

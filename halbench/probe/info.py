@@ -7,25 +7,26 @@ disagree. The same tree is stored in every results file.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from halbench.errors import DriverUnavailable
 
 __all__ = [
     "SCHEMA_VERSION",
+    "DeviceInfo",
+    "Features",
     "Identity",
     "Limits",
     "MatrixShape",
-    "Features",
+    "Memory",
     "MemoryHeap",
     "MemoryType",
-    "Memory",
-    "QueueFamily",
-    "Timing",
-    "Tier",
-    "DeviceInfo",
     "ProbeCache",
+    "QueueFamily",
+    "Tier",
+    "Timing",
     "gpu_limits",
 ]
 

@@ -6,13 +6,14 @@ disagree. The document's schema is docs/device-schema.md (and docs/device-schema
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from halbench.probe.info import SCHEMA_VERSION, DeviceInfo
 from halbench.uri import normalize_uuid
 
-__all__ = ["DriverDevices", "dump_document", "render_text", "device_list", "render_device_list"]
+__all__ = ["DriverDevices", "device_list", "dump_document", "render_device_list", "render_text"]
 
 _RULE = "# " + "=" * 78
 _THIN = "# ===" + "-" * 70 + "==="

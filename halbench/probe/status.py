@@ -16,8 +16,15 @@ from typing import Any
 
 from halbench.errors import DeviceLost, DriverError, OutOfDeviceMemory
 
-__all__ = ["vk_result_name", "vk_exception_name", "vk_error", "vk_check", "vk_errors",
-           "cuda_status_name", "cuda_check"]
+__all__ = [
+    "cuda_check",
+    "cuda_status_name",
+    "vk_check",
+    "vk_error",
+    "vk_errors",
+    "vk_exception_name",
+    "vk_result_name",
+]
 
 VALIDATION_LAYER = "VK_LAYER_KHRONOS_validation"
 

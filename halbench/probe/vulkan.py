@@ -9,7 +9,8 @@ hundreds of milliseconds, and drivers call this on every listing).
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from halbench.errors import DriverUnavailable
 from halbench.probe.info import (
@@ -46,7 +47,7 @@ from halbench.probe.vulkan_decode import (
 )
 from halbench.uri import dashed_uuid
 
-__all__ = ["query_devices", "clear_cache", "FEATURE_FLAGS"]
+__all__ = ["FEATURE_FLAGS", "clear_cache", "query_devices"]
 
 DRIVER = "vulkan"
 
@@ -363,7 +364,7 @@ def _coop_matrix(vk: Any, instance: Any, pd: Any) -> tuple[MatrixShape, ...]:
     for i in range(count[0]):  # output structs need their sType, which the binding's wrapper omits
         rows[i].sType = vk.VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR
     _check(vk, fn(pd, count, rows))
-    t = lambda v: COMPONENT_TYPES.get(v, str(v))  # noqa: E731
+    t = lambda v: COMPONENT_TYPES.get(v, str(v))
     return tuple(MatrixShape(r.MSize, r.NSize, r.KSize, t(r.AType), t(r.BType), t(r.CType), t(r.ResultType),
                              SCOPES.get(r.scope, str(r.scope)), bool(r.saturatingAccumulation))
                  for r in (rows[i] for i in range(count[0])))

@@ -6,19 +6,29 @@ below the baseline) without a driver.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from halbench.probe.info import DeviceInfo, Tier
 
 __all__ = [
-    "COMPONENT_TYPES", "DEVICE_TYPES", "HEAP_FLAGS", "QUEUE_FLAGS", "SCOPES", "STAGES", "SUBGROUP_OPS",
-    "TIME_DOMAINS", "TYPE_FLAGS", "VENDORS", "bits",
-    "TIER_VULKAN_1_3",
+    "COMPONENT_TYPES",
+    "DEVICE_TYPES",
+    "HEAP_FLAGS",
+    "QUEUE_FLAGS",
+    "SCOPES",
+    "STAGES",
+    "SUBGROUP_OPS",
     "TIER_FEATURES",
+    "TIER_VULKAN_1_3",
+    "TIME_DOMAINS",
+    "TYPE_FLAGS",
+    "VENDORS",
+    "bits",
     "decode_api_version",
     "decode_driver_version",
-    "evaluate_tier",
     "evaluate_device_tier",
+    "evaluate_tier",
     "opportunities",
     "version_tuple",
 ]

@@ -19,7 +19,7 @@ from typing import Any
 from halbench.errors import DriverUnavailable
 from halbench.probe.info import DeviceInfo, Features, Identity, Limits, ProbeCache, Timing
 
-__all__ = ["query_devices", "clear_cache", "adapters", "NATIVE_BACKENDS"]
+__all__ = ["NATIVE_BACKENDS", "adapters", "clear_cache", "query_devices"]
 
 DRIVER = "webgpu"
 NATIVE_BACKENDS = ("Vulkan", "Metal", "D3D12")
@@ -40,7 +40,7 @@ def adapters() -> list[Any]:
         raise DriverUnavailable(DRIVER, f"wgpu-native could not be loaded ({e})") from e
     try:
         found = wgpu.gpu.enumerate_adapters_sync()
-    except Exception as e:  # noqa: BLE001 - the native library reports its own failures
+    except Exception as e:
         raise DriverUnavailable(DRIVER, f"wgpu could not enumerate adapters: {e}") from e
     return [a for a in found if a.info.get("backend_type") in NATIVE_BACKENDS]
 

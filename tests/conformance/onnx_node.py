@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-STD_DTYPES = frozenset("bool int8 int16 int32 int64 uint8 uint16 uint32 uint64 float16 float32 float64".split())
+STD_DTYPES = frozenset(["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16", "float32", "float64"])
 
 
 @dataclass(frozen=True)

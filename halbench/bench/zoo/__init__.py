@@ -43,17 +43,17 @@ from halbench.bench.zoo.spec import InputSpec
 from halbench.errors import UserError
 
 __all__ = [
-    "ZooModel",
-    "InputSpec",
-    "ZOO",
     "MIN_OPSET",
-    "resolve_name",
-    "options",
-    "input_specs",
+    "ZOO",
+    "InputSpec",
+    "ZooModel",
     "build",
-    "make_inputs",
-    "save",
     "count_parameters",
+    "input_specs",
+    "make_inputs",
+    "options",
+    "resolve_name",
+    "save",
 ]
 
 #: The oldest opset the builders emit: Unsqueeze's axes as an input and Softmax on one axis

@@ -11,12 +11,12 @@ from halbench.bench.zoo.graph import GraphBuilder
 from halbench.bench.zoo.spec import InputSpec
 
 __all__ = [
-    "image_inputs",
     "build_mobilenet_v2",
     "build_resnet50",
     "build_tiny_cnn",
-    "mlp_inputs",
     "build_tiny_mlp",
+    "image_inputs",
+    "mlp_inputs",
 ]
 
 # torchvision's MobileNetV2 inverted-residual settings: expand ratio t, channels c, repeats n,

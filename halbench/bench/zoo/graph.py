@@ -14,7 +14,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-__all__ = ["GraphBuilder", "BN_EPS"]
+__all__ = ["BN_EPS", "GraphBuilder"]
 
 #: PyTorch's BatchNorm2d default epsilon, which exported models carry.
 BN_EPS = 1e-5

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["InputSpec", "KINDS"]
+__all__ = ["KINDS", "InputSpec"]
 
 #: How an input's data is generated:
 #: ``normal``: standard normal floats (a normalised image);

@@ -27,8 +27,15 @@ from typing import Any
 
 from halbench.errors import UserError
 
-__all__ = ["BackendOption", "CompilerBackend", "backends", "backend", "backend_for_driver",
-           "api_names", "Unsupported"]
+__all__ = [
+    "BackendOption",
+    "CompilerBackend",
+    "Unsupported",
+    "api_names",
+    "backend",
+    "backend_for_driver",
+    "backends",
+]
 
 _BUILTIN = ("local", "vulkan", "cuda", "hip", "webgpu")
 

@@ -17,7 +17,7 @@ from halbench.tools import SPIRV_TARGET_ENV, cache_dir, tool_env
 from halbench.tools import find_tool as _find_tool
 from halbench.tools import validate_spirv as _validate
 
-__all__ = ["compile_glsl", "validate_spirv", "find_tool", "cache_dir"]
+__all__ = ["cache_dir", "compile_glsl", "find_tool", "validate_spirv"]
 
 TARGET_ENV = SPIRV_TARGET_ENV
 

@@ -16,14 +16,14 @@ import os
 import re
 import sys
 import sysconfig
-from functools import lru_cache
+from collections.abc import Sequence
+from functools import cache
 from pathlib import Path
-from typing import Sequence
 
 from halbench.arch import is_sm
 from halbench.errors import CompileError
 
-__all__ = ["compile_cuda", "compile_hip", "nvrtc_version", "cuda_include_dirs"]
+__all__ = ["compile_cuda", "compile_hip", "cuda_include_dirs", "nvrtc_version"]
 
 _cache: dict[str, bytes] = {}
 
@@ -36,7 +36,7 @@ def _nvrtc():
     return nvrtc
 
 
-@lru_cache(maxsize=None)
+@cache
 def nvrtc_version() -> tuple[int, int]:
     nvrtc = _nvrtc()
     try:
@@ -46,7 +46,7 @@ def nvrtc_version() -> tuple[int, int]:
     return int(major), int(minor)
 
 
-@lru_cache(maxsize=None)
+@cache
 def cuda_include_dirs() -> tuple[str, ...]:
     """Where the CUDA headers are: an installed CUDA toolkit first (its headers are complete and
     consistent; newer nvidia-cuda-runtime wheels split ``crt/`` into another wheel), then the

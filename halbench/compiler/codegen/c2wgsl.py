@@ -103,14 +103,7 @@ BUILTINS: dict[str, tuple[str, str | Callable[[list[str]], str]]] = {
 }
 
 #: WGSL keywords and reserved words a C variable may be called: renamed with a trailing '_'.
-RESERVED = frozenset("""alias break case const const_assert continue continuing default diagnostic discard else
-enable false fn for if let loop override requires return struct switch true var while active as asm auto
-cast catch char class do enum export extern final from get global goto handle impl in inline input is
-layout match meta module move mut new nil noexcept null of operator package packoffset partition pass patch
-precise precision priority protected pub public readonly ref regardless register reinterpret_cast resource
-restrict self set shared signed sizeof smooth snorm static super template this throw trait try typedef
-typename typeof union unless unorm unsafe unsized use using varying virtual volatile wgsl where with
-writeonly yield""".split())
+RESERVED = frozenset(["alias", "break", "case", "const", "const_assert", "continue", "continuing", "default", "diagnostic", "discard", "else", "enable", "false", "fn", "for", "if", "let", "loop", "override", "requires", "return", "struct", "switch", "true", "var", "while", "active", "as", "asm", "auto", "cast", "catch", "char", "class", "do", "enum", "export", "extern", "final", "from", "get", "global", "goto", "handle", "impl", "in", "inline", "input", "is", "layout", "match", "meta", "module", "move", "mut", "new", "nil", "noexcept", "null", "of", "operator", "package", "packoffset", "partition", "pass", "patch", "precise", "precision", "priority", "protected", "pub", "public", "readonly", "ref", "regardless", "register", "reinterpret_cast", "resource", "restrict", "self", "set", "shared", "signed", "sizeof", "smooth", "snorm", "static", "super", "template", "this", "throw", "trait", "try", "typedef", "typename", "typeof", "union", "unless", "unorm", "unsafe", "unsized", "use", "using", "varying", "virtual", "volatile", "wgsl", "where", "with", "writeonly", "yield"])
 
 
 def safe(name: str) -> str:

@@ -86,7 +86,7 @@ class WGSL(Lang):
 
 _LIB_FUNCS = ("hb_erf", "hb_tanh", "hb_expm1", "hb_log1p", "hb_round", "hb_fmod", "hb_pow", "hb_copysign",
               "hb_f2bf", "hb_round_bf16")
-_FN = re.compile(r"^(float|uint|int)\s+(\w+)\(([^)]*)\)\s*\{", re.M)
+_FN = re.compile(r"^(float|uint|int)\s+(\w+)\(([^)]*)\)\s*\{", re.MULTILINE)
 
 
 @cache

@@ -15,7 +15,7 @@ from typing import Any
 from halbench.compiler.frontend import Imported
 from halbench.errors import UserError
 
-__all__ = ["load_mlir", "run_pipeline", "TORCH_TO_LINALG"]
+__all__ = ["TORCH_TO_LINALG", "load_mlir", "run_pipeline"]
 
 #: torch dialect (from the ONNX importer) -> linalg on tensors.
 TORCH_TO_LINALG = ("builtin.module(torch-onnx-to-torch-backend-pipeline,"

@@ -9,6 +9,7 @@ unique resource name so its data can be read back from the ONNX file rather than
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -18,8 +19,14 @@ from halbench.compiler.frontend.fold_shapes import fold_shape_computations
 from halbench.compiler.frontend.mlir import TORCH_TO_LINALG, run_pipeline
 from halbench.errors import CompileError, UserError
 
-__all__ = ["load_onnx", "prepare_model", "compile_time_inputs", "COMPILE_TIME_OPERANDS", "MIN_OPSET",
-           "TARGET_OPSET"]
+__all__ = [
+    "COMPILE_TIME_OPERANDS",
+    "MIN_OPSET",
+    "TARGET_OPSET",
+    "compile_time_inputs",
+    "load_onnx",
+    "prepare_model",
+]
 
 #: Models below this opset are upgraded to TARGET_OPSET first (the importer's ONNX->torch
 #: patterns are written against newer op definitions: Softmax, Reduce*, Clip, Pad, ...).
@@ -39,7 +46,6 @@ def prepare_model(model: Any, input_shapes: dict[str, tuple[int, ...]],
                   notes: list[str] | None = None) -> tuple[Any, dict[str, str], dict[str, Any]]:
     """Normalise a loaded ModelProto; returns (model, resource name -> weight name, resource -> array)."""
     import onnx
-    from onnx import numpy_helper
 
     opset = _default_opset(model)
     if opset and opset < MIN_OPSET:
@@ -105,9 +111,8 @@ def prepare_model(model: Any, input_shapes: dict[str, tuple[int, ...]],
 
 def _constants_to_initializers(g: Any) -> None:
     """ONNX Constant nodes holding tensors become initializers: one path for all weights."""
-    import onnx
-
     import numpy as np
+    import onnx
     from onnx import numpy_helper
 
     keep = []
@@ -195,6 +200,44 @@ def compile_time_inputs(model: Any) -> list[str]:
             if k < len(node.input) and node.input[k] in inputs and node.input[k] not in out:
                 out.append(node.input[k])
     return out
+
+
+def _node_label(node: Any, opset: int) -> str:
+    from onnx import helper
+
+    attrs = []
+    for a in node.attribute:
+        if a.type in (1, 2, 3, 6, 7, 8):  # float, int, string and their lists: short enough to show
+            v = helper.get_attribute_value(a)
+            v = v.decode() if isinstance(v, bytes) else v
+            attrs.append(f"{a.name}={v!r}" if isinstance(v, str) else f"{a.name}={v}")
+    domain = f", domain '{node.domain}'" if node.domain not in ("", "ai.onnx") else ""
+    extra = (", " + ", ".join(attrs)) if attrs else ""
+    return f"node '{node.name or node.output[0]}' ({node.op_type}, opset {opset}{domain}{extra})"
+
+
+def describe_lowering_failure(model: Any, error: str, what: str) -> str:
+    """One line naming the ONNX node that torch-mlir could not lower, and the way out."""
+    opset = _default_opset(model)
+    opsets = {o.domain or "": int(o.version) for o in model.opset_import}
+    foreign = [n for n in model.graph.node if n.domain not in ("", "ai.onnx")]
+    m = re.search(r'name = "onnx\.(\w+)"', error)
+    aten = re.search(r"legalize operation '(torch\.(?:aten|prim|constant)\.[\w.]+)'", error)
+    frozen = compile_time_inputs(model)
+    hint = (f"; inputs {frozen} set shapes or axes: freeze them with --freeze-input NAME=VALUE" if frozen else "")
+    if foreign:
+        return (f"{what}: {_node_label(foreign[0], opsets.get(foreign[0].domain, 0))} is outside the default ONNX domain, which is all "
+                f"halbench's importer takes{hint}")
+    if m:
+        nodes = [n for n in model.graph.node if n.op_type == m.group(1)]
+        label = _node_label(nodes[0], opset) if nodes else f"an ONNX {m.group(1)} node"
+        return (f"{what}: {label} cannot be lowered by halbench's importer (torch-mlir's ONNX conversion has no "
+                f"pattern for this op with these attributes and types){hint}")
+    if aten:
+        return (f"{what}: the model needs '{aten.group(1)}', which torch-mlir cannot lower to linalg here "
+                f"(an ONNX op with attributes or types its conversion does not cover){hint}")
+    first = error.split(" failed: ", 1)[-1]
+    return f"{what}: torch-mlir's lowering to linalg failed: {first[:300]}{hint}"
 
 
 def _freeze_inputs(g: Any, values: dict[str, Any]) -> None:
@@ -306,11 +349,10 @@ def load_onnx(path: Path, input_shapes: dict[str, tuple[int, ...]], input_values
         if not pending:
             break
     t2 = time.perf_counter()
-    frozen_hint = compile_time_inputs(model)
-    hint = (f"; inputs {frozen_hint} set shapes or axes: freeze them to values with --freeze-input NAME=VALUE"
-            if frozen_hint else "")
-    run_pipeline(module, TORCH_TO_LINALG, f"lowering {path.name} to linalg (an ONNX op halbench's importer "
-                                          f"cannot lower?{hint})")
+    try:
+        run_pipeline(module, TORCH_TO_LINALG, f"lowering {path.name} to linalg")
+    except CompileError as e:
+        raise CompileError(describe_lowering_failure(model, str(e), path.name)) from None
     t3 = time.perf_counter()
     io_dtypes = {names.get(v.name, v.name): _ONNX_DTYPES[v.type.tensor_type.elem_type]
                  for v in list(model.graph.input) + list(model.graph.output)

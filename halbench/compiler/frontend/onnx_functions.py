@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["expand_functions", "function_for", "ALWAYS_EXPAND"]
+__all__ = ["ALWAYS_EXPAND", "expand_functions", "function_for"]
 
 #: Ops torch-mlir converts into something it then cannot lower: expanded before import.
 ALWAYS_EXPAND = frozenset({"RotaryEmbedding", "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss"})

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from halbench.compiler.ir import Graph
 
-__all__ = ["assign_buffers", "ALIGNMENT"]
+__all__ = ["ALIGNMENT", "assign_buffers"]
 
 ALIGNMENT = 256
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from halbench.compiler.ir import Graph, Op, is_identity
 
-__all__ = ["form_dispatches", "generic_kind", "ROOT_KINDS"]
+__all__ = ["ROOT_KINDS", "form_dispatches", "generic_kind"]
 
 ROOT_KINDS = {"conv2d": "conv", "depthwise_conv2d": "depthwise_conv", "matmul": "matmul",
               "batch_matmul": "batch_matmul", "pool": "pooling", "pad": "pad", "concat": "concat",

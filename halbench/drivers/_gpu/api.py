@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from halbench.errors import DeviceLost, DriverError, OutOfDeviceMemory, WaitTimeout
 

@@ -7,7 +7,8 @@ import ctypes
 import os
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -23,7 +24,7 @@ from halbench.hal import (
     Submission,
 )
 
-__all__ = ["GpuDevice", "GpuBuffer", "host_array"]
+__all__ = ["GpuBuffer", "GpuDevice", "host_array"]
 
 #: Staging grows up to this; larger transfers go through it in chunks.
 _STAGING_MAX = 64 << 20
@@ -46,7 +47,7 @@ def _env_flag(name: str, default: bool) -> bool:
 _EVENT_RESOLUTION_NS = 500.0
 
 class GpuBuffer(Buffer):
-    def __init__(self, device: "GpuDevice", nbytes: int, ptr: int):
+    def __init__(self, device: GpuDevice, nbytes: int, ptr: int):
         super().__init__(device, nbytes)
         self.ptr = ptr
 
@@ -106,9 +107,9 @@ class GpuDevice(Device):
         self._clock: tuple[Any, int, float, float] | None = None  # (event, host ns, deviation, taken at)
         self._pending_signals: list[tuple[Any, tuple]] = []  # without memops: (event, signals)
         self._semaphores: list[Any] = []
-        self._command_buffers: "set[Any]" = set()
+        self._command_buffers: set[Any] = set()
         self._submit_lock = threading.RLock()
-        self._deferred: "collections.deque[tuple[tuple, Callable[[], None]]]" = collections.deque()
+        self._deferred: collections.deque[tuple[tuple, Callable[[], None]]] = collections.deque()
         self._worker: threading.Thread | None = None
 
     # -- context ----------------------------------------------------------------------

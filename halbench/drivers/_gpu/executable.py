@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 from halbench.errors import UserError
 from halbench.hal import BufferBinding, Executable, ExecutableBinary
 
-__all__ = ["GpuExecutable", "KernelParams", "release_modules", "register_arch_check"]
+__all__ = ["GpuExecutable", "KernelParams", "register_arch_check", "release_modules"]
 
 # (api, ordinal, context, sha256) -> [module, users]. Loading the same PTX twice JIT-compiles
 # once; the module lives until the last executable using it is freed.
@@ -82,7 +83,7 @@ class KernelParams:
     uint32 constants, each in its own 8-byte slot. Built once when the dispatch is recorded, so a
     replay passes one integer."""
 
-    __slots__ = ("_values", "_pointers", "ptr")
+    __slots__ = ("_pointers", "_values", "ptr")
 
     def __init__(self, bindings: tuple[BufferBinding, ...], constants: np.ndarray):
         n = len(bindings) + len(constants)

@@ -7,7 +7,7 @@ import struct
 from halbench.arch import cubin_runs_on
 from halbench.errors import UserError
 
-__all__ = ["cubin_arch", "check_cubin"]
+__all__ = ["check_cubin", "cubin_arch"]
 
 _EM_CUDA = 190
 

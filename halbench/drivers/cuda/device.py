@@ -10,7 +10,7 @@ from halbench.drivers.cuda.api import CudaApi
 from halbench.drivers.cuda.cubin import check_cubin
 from halbench.probe.info import DeviceInfo
 
-__all__ = ["create_device", "CudaDevice"]
+__all__ = ["CudaDevice", "create_device"]
 
 register_arch_check("cuda-cubin-v1", check_cubin)
 

@@ -11,7 +11,7 @@ from halbench.drivers.hip.api import HipApi
 from halbench.drivers.hip.hsaco import check_hsaco
 from halbench.probe.info import DeviceInfo
 
-__all__ = ["create_device", "HipDevice"]
+__all__ = ["HipDevice", "create_device"]
 
 register_arch_check("hip-hsaco-v1", check_hsaco)
 

@@ -7,7 +7,7 @@ import struct
 from halbench.arch import gfx_runs_on
 from halbench.errors import UserError
 
-__all__ = ["hsaco_arch", "check_hsaco"]
+__all__ = ["check_hsaco", "hsaco_arch"]
 
 _EM_AMDGPU = 224
 # EF_AMDGPU_MACH values (LLVM's AMDGPUUsage) of the archs halbench's targets name.

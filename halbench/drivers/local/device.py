@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -38,7 +39,7 @@ __all__ = ["LocalDevice", "create_device"]
 
 
 class LocalBuffer(Buffer):
-    def __init__(self, device: "LocalDevice", nbytes: int):
+    def __init__(self, device: LocalDevice, nbytes: int):
         super().__init__(device, nbytes)
         try:
             # Zeroed rather than np.empty: the oracle must not depend on stale memory.
@@ -58,7 +59,7 @@ class LocalBuffer(Buffer):
 
 
 class LocalExecutable(Executable):
-    def __init__(self, device: "LocalDevice", binary: ExecutableBinary):
+    def __init__(self, device: LocalDevice, binary: ExecutableBinary):
         super().__init__(device, binary)
         # Resolved once at load: an unknown kernel is refused here, not at the first dispatch.
         self.kernels: dict[str, tuple[RegisteredKernel, Any]] = {
@@ -68,9 +69,9 @@ class LocalExecutable(Executable):
 class LocalCommandBuffer(CommandBuffer):
     """A list of closures, run in order by :meth:`LocalDevice._execute`."""
 
-    device: "LocalDevice"
+    device: LocalDevice
 
-    def __init__(self, device: "LocalDevice", profile: bool):
+    def __init__(self, device: LocalDevice, profile: bool):
         super().__init__(device, profile)
         self.ops: list[tuple[str, Callable[[], None]]] = []
         self.buffers: set[Buffer] = set()
@@ -121,7 +122,7 @@ class LocalDevice(Device):
     binding_alignment = 16
     transfer_alignment = 4
 
-    def __init__(self, info: "DeviceInfo", uri: str, threads: int):
+    def __init__(self, info: DeviceInfo, uri: str, threads: int):
         super().__init__(info, uri)
         self._pool = (ThreadPoolExecutor(threads, thread_name_prefix=f"halbench {uri}")
                       if threads > 1 else None)
@@ -186,7 +187,7 @@ class LocalDevice(Device):
             f.result()  # re-raises a kernel's exception on the queue's thread
 
 
-def create_device(driver: "Driver", info: "DeviceInfo") -> Device:
+def create_device(driver: Driver, info: DeviceInfo) -> Device:
     """A local device for ``info``: inline for local-sync, a thread pool for local-task."""
     if driver.name == "local-sync":
         threads = 1

@@ -16,7 +16,8 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from halbench.errors import DeviceLost, DriverError, UserError
 from halbench.hal import CommandBuffer, DispatchTiming, Profile, Semaphore, Submission
@@ -33,7 +34,7 @@ _CLOSE_TIMEOUT_S = 60.0
 
 
 class LocalSemaphore(Semaphore):
-    def __init__(self, device: "Device", queue: "LocalQueue", initial: int):
+    def __init__(self, device: Device, queue: LocalQueue, initial: int):
         super().__init__(device)
         self._queue = queue
         self._v = initial
@@ -55,7 +56,7 @@ class LocalSemaphore(Semaphore):
 
 
 class LocalSubmission(Submission):
-    def __init__(self, device: "Device", cb: CommandBuffer, queue: "LocalQueue",
+    def __init__(self, device: Device, cb: CommandBuffer, queue: LocalQueue,
                  waits: SemValues, signals: SemValues):
         super().__init__(device, cb)
         self._queue = queue
@@ -94,7 +95,7 @@ class LocalSubmission(Submission):
                        host_submit_ns=self.host_submit_ns, host_done_ns=self.host_done_ns)
 
 
-def _failed(device: "Device", error: BaseException) -> DriverError:
+def _failed(device: Device, error: BaseException) -> DriverError:
     # A kernel that refuses its input (a gather out of bounds) says why in its own words.
     why = str(error) if isinstance(error, UserError) else repr(error)
     err = DriverError("local", "KERNEL_FAILED", f"a kernel failed on {device.uri}: {why}")
@@ -105,7 +106,7 @@ def _failed(device: "Device", error: BaseException) -> DriverError:
 class LocalQueue:
     """In-order execution of submissions; ``execute(sub)`` runs one command buffer."""
 
-    def __init__(self, device: "Device", execute: Callable[[LocalSubmission], None], inline: bool):
+    def __init__(self, device: Device, execute: Callable[[LocalSubmission], None], inline: bool):
         self.device = device
         self._execute = execute
         self._inline = inline

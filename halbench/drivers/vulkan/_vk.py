@@ -12,7 +12,7 @@ import atexit
 import os
 import sys
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import vulkan as vk
 from vulkan import ffi, lib
@@ -20,9 +20,6 @@ from vulkan import ffi, lib
 from halbench.errors import DriverError, DriverUnavailable
 from halbench.probe.status import VALIDATION_LAYER, vk_check, vk_error, vk_result_name
 from halbench.probe.status import vk_errors as _vk_errors
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = [
     "BUFFER_USAGE_SHADER_DEVICE_ADDRESS",

@@ -18,8 +18,8 @@ __all__ = [
     "OPTIONAL_FEATURES",
     "Physical",
     "baseline_missing",
-    "effective_info",
     "driver_view",
+    "effective_info",
     "physical_devices",
 ]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from halbench.hal import Driver
 
-__all__ = ["WebGpuDriver", "FORMAT"]
+__all__ = ["FORMAT", "WebGpuDriver"]
 
 FORMAT = "webgpu-wgsl-v1"
 

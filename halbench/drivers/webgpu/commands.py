@@ -30,7 +30,7 @@ from halbench.hal import (
     Profile,
 )
 
-__all__ = ["WebGpuExecutable", "WebGpuCommandBuffer", "fill_executable"]
+__all__ = ["WebGpuCommandBuffer", "WebGpuExecutable", "fill_executable"]
 
 #: Dispatches timed per query set (WebGPU allows 4096 queries in one: two per dispatch).
 _PER_SET = 2048

@@ -14,14 +14,15 @@ it in a few large NumPy operations (exact, not fast).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from halbench.kernels.format import register_kernel
 from halbench.kernels.ops.generic import _DT, eval_generic
 
-__all__ = ["KERNELS", "dispatch_kernel", "binding_arrays"]
+__all__ = ["KERNELS", "binding_arrays", "dispatch_kernel"]
 
 #: kernel name -> root function ``fn(op_attrs, inputs) -> list of arrays | None``
 KERNELS: dict[str, Callable[..., Any]] = {}

@@ -6,7 +6,8 @@ op attrs: ``layout`` (nchw, ngchw, nhwc_hwcf, nhwc_fhwc; depthwise: nchw, nhwc),
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 

@@ -7,13 +7,14 @@ else the destination is the second input); the slice's ``out_shape`` (rank-reduc
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
 from halbench.kernels.ops.common import dispatch_kernel
 
-__all__ = ["pad", "concat", "slice_", "insert_slice", "copy"]
+__all__ = ["concat", "copy", "insert_slice", "pad", "slice_"]
 
 
 def pad(op: Mapping[str, Any], ins: list[np.ndarray]) -> list[np.ndarray]:

@@ -10,13 +10,14 @@ float32 stays float32 throughout (exactly what a GPU kernel computes per element
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from halbench.errors import UserError
 
-__all__ = ["eval_generic", "operand_view", "BINARY", "UNARY"]
+__all__ = ["BINARY", "UNARY", "eval_generic", "operand_view"]
 
 _DT = {"f16": np.float16, "f32": np.float32, "f64": np.float64, "i1": np.bool_, "i8": np.int8,
        "i16": np.int16, "i32": np.int32, "i64": np.int64, "u8": np.uint8, "u16": np.uint16,

@@ -6,7 +6,8 @@ op attrs: ``mode`` (max | sum), ``layout`` (nchw | nhwc), ``kernel`` [KH, KW], `
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
