@@ -185,7 +185,7 @@ class Buffer(_Resource, ABC):
         """Copy host data into the buffer at ``offset`` (bytes); waits until it is there."""
         self._check_alive("buffer")
         if isinstance(data, np.ndarray):
-            mv = memoryview(np.ascontiguousarray(data)).cast("B")
+            mv = memoryview(np.ascontiguousarray(data).reshape(-1).view(np.uint8))  # empty arrays too
         elif isinstance(data, (bytes, bytearray, memoryview)):
             mv = memoryview(data).cast("B")
         else:

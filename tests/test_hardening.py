@@ -30,7 +30,7 @@ def _one_line(r: subprocess.CompletedProcess, code: int, needle: str) -> None:
     assert needle in r.stderr, r.stderr
 
 
-def test_a_zero_size_input_shape_is_refused_not_a_floating_point_exception(tmp_path: Path) -> None:
+def test_a_zero_size_input_compiles_to_an_empty_result_not_a_floating_point_exception(tmp_path: Path) -> None:
     x = helper.make_tensor_value_info("data", TensorProto.FLOAT, ["a", 3, 4])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
     shape = helper.make_tensor("s", TensorProto.INT64, [3], [3, 4, 0])
@@ -39,8 +39,22 @@ def test_a_zero_size_input_shape_is_refused_not_a_floating_point_exception(tmp_p
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "rz.onnx")
     r = _halbench("compile", str(tmp_path / "rz.onnx"), "-o", str(tmp_path / "rz.hbx"), "--input-shape",
                   "data=0x3x4")
-    _one_line(r, 1, "zero-size dimension")
-    assert not (tmp_path / "rz.hbx").exists()
+    assert r.returncode == 0, r.stderr
+    r = _halbench("run-module", "--device=local-sync://", f"--module={tmp_path / 'rz.hbx'}", "--input=0x3x4xf32")
+    assert r.returncode == 0, r.stderr
+    assert "3x4x0xf32" in r.stdout, r.stdout
+
+
+def test_an_empty_tensor_a_kernel_would_compute_with_is_refused_in_one_line(tmp_path: Path) -> None:
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 3])
+    e = helper.make_tensor_value_info("e", TensorProto.INT64, ["n"])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    g = helper.make_graph([helper.make_node("Gather", ["x", "e"], ["c"]),
+                           helper.make_node("Relu", ["c"], ["y"])], "g", [x, e], [y])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "ce.onnx")
+    r = _halbench("compile", str(tmp_path / "ce.onnx"), "-o", str(tmp_path / "ce.hbx"), "--input-shape", "e=0")
+    _one_line(r, 1, "empty tensor")
+    assert not (tmp_path / "ce.hbx").exists()
 
 
 def test_a_tiny_onnx_file_asking_for_13_gib_is_refused_before_allocating(tmp_path: Path) -> None:

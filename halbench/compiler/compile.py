@@ -247,11 +247,10 @@ def _schedule(g: Graph, options: CompileOptions, executables: list[ExecutableDec
     ids: dict[str, int] = {}
 
     def buffer(key: str, nbytes: int, kind: str, name: str) -> int:
-        if nbytes <= 0:
-            raise CompileError(f"{kind} '{name}' has no elements; halbench needs non-empty tensors")
         ids[key] = len(buffers)
-        # Whole 4-byte words: copies and fills move words (a 3-byte int8 output is copied as 4).
-        buffers.append(BufferDecl(len(buffers), -(-nbytes // 4) * 4, kind, name))
+        # Whole 4-byte words: copies and fills move words (a 3-byte int8 output is copied as 4);
+        # an empty tensor still gets a word, so that every binding has memory behind it.
+        buffers.append(BufferDecl(len(buffers), max(4, -(-nbytes // 4) * 4), kind, name))
         return ids[key]
 
     inputs = []

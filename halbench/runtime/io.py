@@ -53,11 +53,22 @@ def parse_type(text: str, where: str = "") -> tuple[tuple[int, ...], str]:
     return shape, dtype
 
 
+def _empty_type(text: str) -> bool:
+    try:
+        shape, _ = parse_type(text, "")
+    except UserError:
+        return False
+    return 0 in shape
+
+
 def parse_input(text: str) -> np.ndarray:
     """An array from one ``--input`` value (see the module docstring)."""
     where = f"'{_short(text)}'"
     if text.startswith("@"):
         return _load_npy(text[1:], where)
+    if "=" not in text and _empty_type(text):
+        shape, dtype = parse_type(text, where)
+        return np.zeros(shape, dtype=to_numpy(dtype))  # an empty tensor has no values to give
     if "=" not in text:
         raise UserError(f"malformed --input {where}: expected SHAPExTYPE=VALUES (e.g. 1x3x224x224xf32=0, "
                         f"f32=1.5, 2x2xf32=1,2,3,4) or @file.npy")

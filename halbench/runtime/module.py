@@ -176,10 +176,12 @@ class Module:
 
     def _write_inputs(self, f: Function, arrays: list[np.ndarray]) -> None:
         for spec, a in zip(f.inputs, arrays):
-            self._buffers[spec.buffer].write(a, spec.offset)
+            if a.size:  # an empty tensor has no bytes to move
+                self._buffers[spec.buffer].write(a, spec.offset)
 
     def _read_outputs(self, f: Function) -> list[np.ndarray]:
-        return [self._buffers[o.buffer].read(to_numpy(o.dtype), o.shape, o.offset) for o in f.outputs]
+        return [self._buffers[o.buffer].read(to_numpy(o.dtype), o.shape, o.offset)
+                if 0 not in o.shape else np.zeros(o.shape, to_numpy(o.dtype)) for o in f.outputs]
 
     # -- lifetime -----------------------------------------------------------------------------
     def _check_open(self) -> None:

@@ -40,7 +40,10 @@ def fold_shape_computations(model: Any) -> Any:
                   if int(np.prod(t.dims)) <= MAX_FOLD_ELEMENTS}
         keep = []
         for node in g.node:
-            values = None if outputs.intersection(node.output) else _evaluate(node, consts, shapes, opsets)
+            values = _evaluate(node, consts, shapes, opsets)
+            if values is not None and outputs.intersection(node.output) and not (
+                    any(v.size == 0 for v in values) or any(consts[x].size == 0 for x in node.input if x)):
+                values = None  # outputs stay computed, unless empty tensors make them constants
             if values is None:
                 keep.append(node)
                 continue

@@ -80,11 +80,6 @@ def prepare_model(model: Any, input_shapes: dict[str, tuple[int, ...]],
         dims = inp.type.tensor_type.shape.dim
         if inp.name in input_shapes:
             shape = tuple(int(s) for s in input_shapes[inp.name])
-            if 0 in shape:
-                # The import pipeline divides by dimensions: a zero one would crash the process
-                # (SIGFPE) inside it. Zero-size tensors are not supported yet: refuse them here.
-                raise UserError(f"input '{inp.name}' has a zero-size dimension ({'x'.join(map(str, shape))}); "
-                                f"halbench compiles non-empty tensors only")
             if len(dims) and len(dims) != len(shape):
                 raise UserError(f"input '{inp.name}' has rank {len(dims)}, --input-shape gives {len(shape)} dims")
             del dims[:]
@@ -100,13 +95,76 @@ def prepare_model(model: Any, input_shapes: dict[str, tuple[int, ...]],
                                     for x in dims))
         if not inp.type.tensor_type.HasField("shape"):
             raise UserError(f"input '{inp.name}' has no shape; give it with --input-shape {inp.name}=...")
+    _empty_inputs_to_constants(g)
     # Shape arithmetic on static shapes becomes constants, so every tensor has a known rank.
     model = fold_shape_computations(model)
+    _refuse_empty_values(model)
     g = model.graph
     names: dict[str, str] = {}
     arrays: dict[str, Any] = {}
     model = _name_resources(model, names, arrays)
     return model, names, arrays
+
+
+def _empty_inputs_to_constants(g: Any) -> None:
+    """Inputs with no elements carry no data: nodes read an empty constant in their place (the
+    input stays in the signature), so that shape folding computes what depends on them."""
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
+
+    for inp in g.input:
+        tt = inp.type.tensor_type
+        dims = [d.dim_value for d in tt.shape.dim]
+        if not dims or 0 not in dims:
+            continue
+        const = f"{inp.name}__empty"
+        g.initializer.append(numpy_helper.from_array(
+            np.zeros(dims, onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type)), const))
+        for node in g.node:
+            for j, x in enumerate(node.input):
+                if x == inp.name:
+                    node.input[j] = const
+        for o in g.output:
+            if o.name == inp.name:
+                raise UserError(f"input '{inp.name}' is empty and is also an output; halbench cannot compile "
+                                f"an empty pass-through")
+
+
+def _refuse_empty_values(model: Any) -> None:
+    """An empty tensor that a node still has to compute with (it did not fold into a constant)
+    would reach torch-mlir, whose shape arithmetic divides by dimensions (SIGFPE): refuse it."""
+    import onnx
+
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False)
+    except Exception:  # noqa: BLE001 - prepare_model's own inference reports it
+        return
+    g = inferred.graph
+    shapes = {}
+    for v in (*g.input, *g.value_info, *g.output):
+        t = v.type.tensor_type
+        if t.HasField("shape") and all(d.HasField("dim_value") for d in t.shape.dim):
+            shapes[v.name] = [d.dim_value for d in t.shape.dim]
+    for t in g.initializer:
+        shapes[t.name] = list(t.dims)
+    constant = {t.name for t in g.initializer if not t.name.endswith("__empty")}  # [] axes are fine
+    # A concatenation with an empty tensor (an empty KV cache) is the concatenation of the rest.
+    for node in model.graph.node:
+        if node.op_type == "Concat" and node.domain in ("", "ai.onnx"):
+            keep = [x for x in node.input if not (x in shapes and 0 in shapes[x] and shapes[x])]
+            if keep and len(keep) < len(node.input):
+                del node.input[:]
+                node.input.extend(keep)
+                if len(keep) == 1:
+                    node.op_type = "Identity"
+                    del node.attribute[:]
+    for node in model.graph.node:
+        for x in list(node.input) + list(node.output):
+            if x and x not in constant and x in shapes and 0 in shapes[x] and shapes[x]:
+                raise UserError(f"node '{node.name or node.output[0]}' ({node.op_type}) computes with the empty "
+                                f"tensor '{x}' ({'x'.join(map(str, shapes[x]))}); halbench compiles empty tensors "
+                                f"only where they fold into constants")
 
 
 def _constants_to_initializers(g: Any) -> None:
