@@ -53,7 +53,8 @@ _TOP_OPS = ["arith.constant", "tensor.empty", "linalg.fill", "linalg.generic", "
             "linalg.transpose", "linalg.matmul", "linalg.batch_matmul", *_CONV, *_POOL, *_CONV1D, *_POOL1D,
             "tensor.pad",
             "tensor.collapse_shape", "tensor.expand_shape", "tensor.reshape", "tensor.cast",
-            "tensor.concat", "tensor.extract_slice", "tensor.insert_slice", "cf.assert", "func.return"]
+            "tensor.concat", "tensor.extract_slice", "tensor.insert_slice", "tm_tensor.scan", "tm_tensor.sort",
+            "tm_tensor.scatter", "cf.assert", "func.return"]
 
 #: Everything the parser accepts (shown in the error for anything else).
 SUPPORTED_OPS = tuple(_TOP_OPS) + tuple(sorted(SCALAR_OPS))
@@ -217,6 +218,12 @@ class _Parser:
                       {"axis": dim}, op)
         elif n == "tensor.extract_slice":
             self.extract_slice(op)
+        elif n == "tm_tensor.scan":
+            self.scan(op)
+        elif n == "tm_tensor.sort":
+            self.sort(op)
+        elif n == "tm_tensor.scatter":
+            self.scatter(op)
         elif n == "tensor.extract" and not isinstance(op.results[0].type, self.ir.RankedTensorType):
             self.scalar_extract(op)
         elif n in SCALAR_OPS and len(op.results) == 1 \
@@ -641,6 +648,85 @@ class _Parser:
         else:
             init = self.init_of(init_v, neutral)
         self.with_init_value(init, [self.name(op.operands[0])], attrs, op, "addf" if mode == "sum" else "maximumf")
+
+    def region_body(self, op: Any, what: str) -> Body:
+        """A TMTensor region (block arguments -> ``arg`` nodes 0, 1, ...) as a scalar body."""
+        block = op.regions[0].blocks[0]
+        body = Body()
+        values: dict[Any, int] = {a: body.add(Node("arg", (), _dtype(a.type), i))
+                                  for i, a in enumerate(block.arguments)}
+        for inner in block.operations:
+            inner = inner.operation
+            if inner.name == "tm_tensor.yield":
+                body.yields = [values[v] if v in values else self._region_const(v, inner) for v in inner.operands]
+                continue
+            if inner.name not in SCALAR_OPS or inner.name in ("tensor.extract", "linalg.index"):
+                raise _unsupported(inner, f"inside a {what} region")
+            res = inner.results[0]
+            short = inner.name.split(".", 1)[1]
+            if inner.name == "arith.constant":
+                values[res] = body.add(Node("const", (), _dtype(res.type),
+                                            self._scalar_value(inner.attributes["value"])))
+                continue
+            value = None
+            if inner.name == "arith.cmpf":
+                value = _CMPF[self.ir.IntegerAttr(inner.attributes["predicate"]).value]
+            elif inner.name == "arith.cmpi":
+                value = _CMPI[self.ir.IntegerAttr(inner.attributes["predicate"]).value]
+            args = []
+            for v in inner.operands:
+                args.append(values[v] if v in values else self._region_const(v, inner))
+            values[res] = body.add(Node(short, tuple(args), _dtype(res.type), value))
+        return body
+
+    def _region_const(self, v: Any, op: Any) -> int:
+        raise _unsupported(op, f"its region reads {v.get_name()} from outside")
+
+    def scan(self, op: Any) -> None:
+        """``tm_tensor.scan`` (CumSum): out[i] = body(out[i-1], in[i]) along ``dimension``."""
+        ins = list(op.operands)
+        x, init_out, init_acc = ins[0], ins[1], ins[2]
+        if _has_uses(op.results[1]):
+            raise _unsupported(op, "its final accumulator is read")
+        if init_acc not in self.fills:
+            raise _unsupported(op, "an accumulator that does not start as a constant")
+        body = self.region_body(op, "scan")
+        attrs = {"axis": self.ir.IntegerAttr(op.attributes["dimension"]).value,
+                 "inclusive": bool(self.ir.BoolAttr(op.attributes["inclusive"]).value),
+                 "init": self.fills[init_acc], "body": body}
+        del init_out  # every element is written
+        self.emit("scan", [self.name(x)], [self.define(op.results[0])], attrs, op)
+
+    def sort(self, op: Any) -> None:
+        """``tm_tensor.sort`` (TopK): a stable sort of every line along ``dimension`` by a
+        one-compare comparator of the first operand; the other operands move with it."""
+        body = self.region_body(op, "sort")
+        ys = body.yields
+        node = body.nodes[ys[0]] if len(ys) == 1 else None
+        order = None
+        if node is not None and node.op in ("cmpf", "cmpi") and node.args in ((0, 1), (1, 0)):
+            desc = node.value in ("ogt", "oge", "ugt", "uge", "sgt", "sge")
+            asc = node.value in ("olt", "ole", "ult", "ule", "slt", "sle")
+            if desc or asc:
+                order = "descending" if desc == (node.args == (0, 1)) else "ascending"
+        if order is None:
+            raise _unsupported(op, "a comparator other than one <, <=, > or >= of the first operand")
+        dim = self.ir.IntegerAttr(op.attributes["dimension"]).value
+        outs = [self.define(r) for r in op.results]
+        self.emit("sort", [self.name(v) for v in op.operands], outs,
+                  {"axis": dim, "order": order,
+                   "unsigned": node.value.startswith("u") and node.op == "cmpi"}, op)
+
+    def scatter(self, op: Any) -> None:
+        """``tm_tensor.scatter``: for each update row i in order, out[indices[i]] = body(update, out)."""
+        seg = list(self.ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"])) \
+            if "operandSegmentSizes" in op.attributes else [2, 1]
+        operands = list(op.operands)
+        updates, indices, original = operands[0], operands[1], operands[seg[0]]
+        body = self.region_body(op, "scatter")
+        dim_map = list(self.ir.DenseI64ArrayAttr(op.attributes["dimension_map"]))
+        self.emit("scatter", [self.name(updates), self.name(indices), self.name(original)],
+                  [self.define(op.results[0])], {"dimension_map": dim_map, "body": body}, op)
 
     def one_d(self, op: Any, n: str) -> None:
         """A 1-D conv or pool as the 2-D op over a height of 1, between two reshapes (views)."""

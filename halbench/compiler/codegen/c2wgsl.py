@@ -213,6 +213,10 @@ class _Parser:
             return lines
         if tok == "for":
             return self.for_loop()
+        if tok in ("break", "continue"):
+            self.take()
+            self.take(";")
+            return [f"{tok};"]
         if tok == "return":
             self.take()
             if self.peek() == ";":

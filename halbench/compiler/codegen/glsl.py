@@ -113,7 +113,7 @@ def glsl_sources(d: Any, g: Graph, target: Any = None, abis: Sequence[str] = ("b
         dt = g.types[v].dtype
         if dt not in _STYPE:
             raise CompileError(f"Vulkan codegen does not support element type '{dt}' (value {v})")
-        bindings.append({"i": i, "stype": _STYPE[dt], "access": "readonly" if i < n_in else "writeonly",
+        bindings.append({"i": i, "stype": _STYPE[dt], "access": "readonly" if i < n_in else ("" if plan.reads_outputs else "writeonly"),
                          "vec4": i in plan.vec4, "align": 8 if dt in ("i64", "u64", "f64") else 4,
                          # 16-bit data read 8 at a time keeps its bits in a uvec4 view
                          "vtype": "uvec4" if dt in ("f16", "bf16") else "vec4"})

@@ -77,6 +77,8 @@ class Plan:
     #: the kernel takes one more binding after its values: a 2-word status slot (uint32) where
     #: a gather with an index out of its bounds records 1 and the index (see gather())
     status: bool = False
+    #: the kernel reads back what it wrote to its outputs (an in-place sort)
+    reads_outputs: bool = False
 
 
 class _Ctx:
@@ -424,6 +426,91 @@ def _plan_move(c: _Ctx, t: Tuning) -> Plan:
     return _point(t, _size(out_shape), lines, _coords(out_shape), c.d.name)
 
 
+# -- order-dependent ops: scan, sort, scatter --------------------------------------------------
+
+def _plan_ordered(c: _Ctx, t: Tuning) -> Plan:
+    """One thread per line (scan, sort) or per output element (scatter), looping in order: the
+    result is the sequential one, whatever the thread count; every index is bounds-checked."""
+    op = c.d.root
+    a = op.attrs
+    out = c.b(op.outputs[0], True)
+    shape = c.shape(out)
+    dt = ctype(c.dtype(out))
+    lines: list[str] = []
+    if op.kind in ("scan", "sort"):
+        axis = int(a["axis"])
+        n = shape[axis]
+        line_dims = [s for d, s in enumerate(shape) if d != axis]
+        names = [f"c{j}" for j in range(len(line_dims))]
+
+        def at(i: str) -> list[str]:
+            co = list(names)
+            co.insert(axis, i)
+            return co
+
+        if op.kind == "scan":
+            x = c.b(op.inputs[0])
+            body_lines, ys = emit_body(a["body"], c.L, lambda k, _dt: "acc" if k == 0 else "xv", lambda d: "0",
+                                       lambda k, idx, _dt: ([], "0"), "s")
+            lines.append(f"{dt} acc = {c.L.lit(a['init'], c.dtype(out))};")
+            lines.append(f"for (int i = 0; i < {n}; i++) {{")
+            lines.append(f"  {dt} xv = {c.ld(x, at('i'))};")
+            if a["inclusive"]:
+                lines.append("  if (i == 0) { acc = xv; } else {")
+                lines += ["    " + ln for ln in body_lines] + [f"    acc = {ys[0]};", "  }"]
+                lines.append("  " + c.L.store(out, c.dtype(out), lin(shape, at("i")), "acc"))
+            else:
+                lines.append("  " + c.L.store(out, c.dtype(out), lin(shape, at("i")), "acc"))
+                lines += ["  " + ln for ln in body_lines] + [f"  acc = {ys[0]};"]
+            lines.append("}")
+        else:
+            outs = [c.b(v, True) for v in op.outputs]
+            ins = [c.b(v) for v in op.inputs]
+            lines.append(f"for (int i = 0; i < {n}; i++) {{")
+            for i_in, i_out in zip(ins, outs):
+                lines.append("  " + c.L.store(i_out, c.dtype(i_out), lin(shape, at("i")), c.ld(i_in, at("i"))))
+            lines.append("}")
+            key_t = ctype(c.dtype(outs[0]))
+            rel = ">" if a["order"] == "descending" else "<"
+            kexpr = (lambda e: f"uint({e})") if a.get("unsigned") else (lambda e: e)
+            lines.append(f"for (int i = 1; i < {n}; i++) {{")
+            saved = [f"p{k}" for k in range(len(outs))]
+            for k, i_out in enumerate(outs):
+                lines.append(f"  {ctype(c.dtype(i_out))} {saved[k]} = {c.ld(i_out, at('i'))};")
+            lines.append("  int pos = i;")
+            lines.append("  for (int j = i - 1; j >= 0; j--) {")
+            lines.append(f"    {key_t} kj = {c.ld(outs[0], at('j'))};")
+            lines.append(f"    if (!({kexpr(saved[0])} {rel} {kexpr('kj')})) break;")
+            for k, i_out in enumerate(outs):
+                lines.append("    " + c.L.store(i_out, c.dtype(i_out), lin(shape, at("(j + 1)")), c.ld(i_out, at("j"))))
+            lines.append("    pos = j;")
+            lines.append("  }")
+            for k, i_out in enumerate(outs):
+                lines.append("  " + c.L.store(i_out, c.dtype(i_out), lin(shape, at("pos")), saved[k]))
+            lines.append("}")
+        p = _point(t, _size(line_dims), lines, _coords(line_dims), c.d.name)
+        p.reads_outputs = op.kind == "sort"
+        return p
+    # scatter: every output element looks through the update rows in order.
+    upd, idx, orig = (c.b(v) for v in op.inputs)
+    dim_map = [int(d) for d in a["dimension_map"]]
+    n_rows, n_cols = c.shape(idx)[0], c.shape(idx)[1]
+    o = [f"c{j}" for j in range(len(shape))]
+    rest = [o[d] for d in range(len(shape)) if d not in dim_map]
+    body_lines, ys = emit_body(a["body"], c.L, lambda k, _dt: "u" if k == 0 else "r", lambda d: "0",
+                               lambda k, ix, _dt: ([], "0"), "s")
+    lines.append(f"{dt} r = {c.ld(orig, o)};")
+    lines.append(f"for (int i = 0; i < {n_rows}; i++) {{")
+    lines.append("  bool hit = true;")
+    for k in range(n_cols):
+        lines.append(f"  hit = hit && int({c.ld(idx, ['i', str(k)])}) == {o[dim_map[k]]};")
+    lines.append("  if (hit) {")
+    lines.append(f"    {ctype(c.dtype(upd))} u = {c.ld(upd, ['i'] + rest)};")
+    lines += ["    " + ln for ln in body_lines] + [f"    r = {ys[0]};", "  }", "}"]
+    lines.append(c.L.store(out, c.dtype(out), lin(shape, o), "r"))
+    return _point(t, _size(shape), lines, _coords(shape), c.d.name)
+
+
 # -- windows: depthwise conv, pooling, direct conv --------------------------------------------
 
 def _window_ctx(c: _Ctx) -> dict[str, Any]:
@@ -593,6 +680,8 @@ def _plan_kind(d: Any, g: Graph, t: Tuning, lang: Lang) -> Plan:
         return _plan_window(c, t)
     if kind in ("matmul", "batch_matmul", "conv2d"):
         return _plan_gemm(c, t)
+    if kind in ("scan", "sort", "scatter"):
+        return _plan_ordered(c, t)
     raise CompileError(f"GPU codegen has no kernel for '{kind}' (dispatch {disp.name})")
 
 

@@ -24,6 +24,8 @@ def _op_attrs(op: Op, g: Graph) -> dict[str, Any]:
     if op.kind == "generic":
         return op.generic_attrs()
     attrs = dict(op.attrs)
+    if hasattr(attrs.get("body"), "to_json"):  # scan / scatter regions
+        attrs["body"] = attrs["body"].to_json()
     attrs["out_shape"] = list(g.types[op.outputs[0]].shape)
     return attrs
 
