@@ -541,12 +541,20 @@ def _plan_window(c: _Ctx, t: Tuning) -> Plan:
         n_, oh, ow, ch = "c0", "c1", "c2", "c3"
     else:
         n_, ch, oh, ow = "c0", "c1", "c2", "c3"
+    xdt = c.dtype(x)
+    acc_t = ctype(xdt) if xdt in ("f64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64") else "float"
     if op.kind == "pool":
         kh, kw = (int(k) for k in a["kernel"])
         mode = a["mode"]
-        acc0 = c.L.lit(float("-inf") if mode == "max" else 0.0, "f32")
+        if acc_t == "float":
+            acc0 = c.L.lit(float("-inf") if mode == "max" else 0.0, "f32")
+            pad_v = c.L.lit(a.get("pad_value", 0.0), "f32")
+        else:  # integer (and f64) pools accumulate in their own type
+            acc0 = _neutral(c, "max" if mode == "max" else "add", xdt)
+            pv = float(a.get("pad_value", 0.0))
+            pad_v = acc0 if (mode == "max" and pv == float("-inf")) else c.L.lit(
+                int(pv) if xdt[0] in "iu" else pv, xdt)
         upd = "r = max(r, v);" if mode == "max" else "r += v;"
-        pad_v = c.L.lit(a.get("pad_value", 0.0), "f32")
         wload = None
     else:
         wi = c.b(op.inputs[1])
@@ -557,7 +565,9 @@ def _plan_window(c: _Ctx, t: Tuning) -> Plan:
         pad_v = c.L.lit(a.get("pad_value", 0.0), "f32")
         wload = c.ld(wi, ["i", "j", ch] if nhwc else [ch, "i", "j"])
     xload = c.ld(x, [n_, "ih", "iw", ch] if nhwc else [n_, ch, "ih", "iw"])
-    ctx = dict(w, KH=kh, KW=kw, n=n_, ch=ch, oh=oh, ow=ow, acc0=acc0, upd=upd, pad_v=pad_v,
+    if op.kind != "pool":
+        acc_t = "float" if acc_t != "double" else acc_t
+    ctx = dict(w, KH=kh, KW=kw, n=n_, ch=ch, oh=oh, ow=ow, acc0=acc0, upd=upd, pad_v=pad_v, acc_t=acc_t,
                xload=xload, wload=wload, padded=any(int(p) for p in a.get("pads", [0, 0, 0, 0])),
                finish=c.finish([f"c{j}" for j in range(4)], "r"))
     p = _point(t, _size(out_shape), [], _coords(out_shape), c.d.name)

@@ -101,6 +101,8 @@ class Lang:
         if t == "float":
             return self.float_lit(float(v))
         if t == "double":
+            if math.isnan(float(v)) or math.isinf(float(v)):
+                return f"double({self.float_lit(float(v))})"  # inf/nan by their float bits
             return f"double({float(v)!r})"
         iv = int(v)
         if t == "int":
@@ -173,6 +175,11 @@ def emit_body(body: Any, lang: Lang, arg: Callable[[int, str], str], index: Call
     return lines, [names[y] for y in body.yields]
 
 
+#: GLSL built-ins with double overloads (the rest go through float).
+_GLSL_DOUBLE_FNS = frozenset({"abs", "floor", "ceil", "sqrt", "inversesqrt", "roundEven", "min", "max", "fma",
+                              "trunc", "sign"})
+
+
 def _expr(n: Any, a: list[str], adt: list[str], t: str, L: Lang, arg: Callable[[int, str], str],
           index: Callable[[int], str], extract: Callable[[int, list[str], str], str]) -> str:
     op = n.op
@@ -208,6 +215,16 @@ def _expr(n: Any, a: list[str], adt: list[str], t: str, L: Lang, arg: Callable[[
     if op in ("addi", "subi", "muli", "andi", "ori", "xori") and src_t == "bool":
         return {"addi": f"({a[0]} != {a[1]})", "subi": f"({a[0]} != {a[1]})", "muli": f"({a[0]} && {a[1]})",
                 "andi": f"({a[0]} && {a[1]})", "ori": f"({a[0]} || {a[1]})", "xori": f"({a[0]} != {a[1]})"}[op]
+    if op in ("shli", "shrsi", "shrui") and src_t in ("int", "uint", "int64_t", "uint64_t"):
+        # A shift by the width or more (or by a negative amount) is undefined in C and GLSL:
+        # give what NumPy gives (0, or the sign for an arithmetic right shift).
+        width = 64 if "64" in src_t else 32
+        ok = f"({u(a[1])} < {u(str(width))})"
+        if op == "shli":
+            return f"({ok} ? ({a[0]} << {a[1]}) : {src_t}(0))"
+        if op == "shrsi":
+            return f"({ok} ? ({a[0]} >> {a[1]}) : ({a[0]} < {src_t}(0) ? {src_t}(-1) : {src_t}(0)))"
+        return f"({ok} ? {src_t}({u(a[0])} >> {u(a[1])}) : {src_t}(0))"
     simple = {"addi": "+", "subi": "-", "muli": "*", "andi": "&", "ori": "|", "xori": "^", "shli": "<<",
               "shrsi": ">>", "divsi": "/"}
     if op in simple:
@@ -272,9 +289,13 @@ def _expr(n: Any, a: list[str], adt: list[str], t: str, L: Lang, arg: Callable[[
             return L.bits_to_float(a[0])
         return f"{t}({L.float_to_bits(a[0])})"
     if op == "fpowi":
+        if t == "double" and L.name == "glsl":
+            return f"double({L.fn('powf')}(float({a[0]}), float({a[1]})))"
         return f"{L.fn('powf')}({a[0]}, float({a[1]}))"
-    if op in L.unary:
-        return f"{L.unary[op]}({a[0]})"
-    if op in L.binary:
-        return f"{L.binary[op]}({a[0]}, {a[1]})"
+    if op in L.unary or op in L.binary:
+        fn = L.unary.get(op) or L.binary[op]
+        if t == "double" and L.name == "glsl" and fn not in _GLSL_DOUBLE_FNS:
+            # GLSL's transcendental built-ins (and halbench's helpers) take float only.
+            return f"double({fn}({', '.join(f'float({x})' for x in a)}))"
+        return f"{fn}({', '.join(a)})"
     raise CompileError(f"GPU codegen has no lowering for body op '{op}'")
