@@ -218,6 +218,30 @@ def list_targets_cmd(api: str | None, fmt: str) -> None:
     click.echo(format_table(targets, api))
 
 
+@main.command("check")
+@click.argument("model", metavar="MODEL.onnx", type=click.Path(dir_okay=False))
+@click.option("--input-shape", "input_shapes", multiple=True, metavar="NAME=1x3x224x224",
+              help="Static shape for an input with dynamic dimensions (repeatable).")
+@click.option("--freeze-input", "frozen", multiple=True, metavar="NAME=2xi64=1,2",
+              help="Make an input a constant (as compile --freeze-input).")
+@FORMAT
+def check_cmd(model: str, input_shapes: tuple[str, ...], frozen: tuple[str, ...], fmt: str) -> None:
+    """Say, before compiling, which nodes of an ONNX model this halbench cannot compile, and why.
+    Exits 1 when some cannot."""
+    try:
+        from halbench.compiler.check import check_model, format_verdicts
+    except ImportError as e:
+        raise UserError(f"the halbench compiler is not available here ({e}); install halbench[compiler]") from None
+    verdicts = check_model(model, _input_shapes(input_shapes), _frozen_inputs(frozen))
+    if fmt == "json":
+        click.echo(json.dumps({"model": model, "ok": all(v.ok for v in verdicts),
+                               "nodes": [v.to_dict() for v in verdicts]}, indent=2))
+    else:
+        click.echo(format_verdicts(verdicts, model))
+    if not all(v.ok for v in verdicts):
+        sys.exit(1)
+
+
 @main.command("list-ops")
 @click.option("--backend", default=None, metavar="local|vulkan|cuda",
               help="Only this backend's columns of the ONNX table.")

@@ -66,7 +66,7 @@ def _iree_check(case, workdir: Path) -> tuple[str, str]:
         imp = onnx_importer.NodeImporter.define_function(info.main_graph, module.operation)
         imp.import_all()
         vmfb = compile_str(str(module), target_backends=["llvm-cpu"], input_type="onnx",
-                           extra_args=["--iree-llvmcpu-target-cpu=host"])
+                           extra_args=["--iree-llvmcpu-target-cpu=host", "--iree-input-demote-f64-to-f32=false"])
     except Exception as e:  # noqa: BLE001
         return "compile", f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:300]}"
     try:

@@ -51,6 +51,7 @@ SCALAR_OPS = frozenset(["arith.addf", "arith.subf", "arith.mulf", "arith.divf", 
 
 _TOP_OPS = ["arith.constant", "tensor.empty", "linalg.fill", "linalg.generic", "linalg.broadcast",
             "linalg.transpose", "linalg.matmul", "linalg.batch_matmul", *_CONV, *_POOL, *_CONV1D, *_POOL1D,
+            "linalg.pooling_ndhwc_sum", "linalg.pooling_ndhwc_max",
             "tensor.pad",
             "tensor.collapse_shape", "tensor.expand_shape", "tensor.reshape", "tensor.cast",
             "tensor.concat", "tensor.extract_slice", "tensor.insert_slice", "tm_tensor.scan", "tm_tensor.sort",
@@ -208,6 +209,8 @@ class _Parser:
             self.pool(op, *_POOL[n])
         elif n in _CONV1D or n in _POOL1D:
             self.one_d(op, n)
+        elif n in ("linalg.pooling_ndhwc_sum", "linalg.pooling_ndhwc_max"):
+            self.pool3d(op, "sum" if n.endswith("sum") else "max")
         elif n == "tensor.pad":
             self.pad(op)
         elif n in ("tensor.collapse_shape", "tensor.expand_shape", "tensor.reshape", "tensor.cast"):
@@ -727,6 +730,47 @@ class _Parser:
         dim_map = list(self.ir.DenseI64ArrayAttr(op.attributes["dimension_map"]))
         self.emit("scatter", [self.name(updates), self.name(indices), self.name(original)],
                   [self.define(op.results[0])], {"dimension_map": dim_map, "body": body}, op)
+
+    def pool3d(self, op: Any, mode: str) -> None:
+        """A 3-D pool (NDHWC; LRN's channel window, 3-D average pools) as 2-D pools: one per depth
+        offset of the window over a strided depth slice, then summed (or maxed) together."""
+        x = self.name(op.operands[0])
+        tx = self.g.types[x]
+        kd, kh, kw = self.tensor_type(op.operands[1].type, "pooling window").shape
+        sd, sh, sw = self._ints(op, "strides", [1, 1, 1])
+        dd, dh, dw = self._ints(op, "dilations", [1, 1, 1])
+        t_res = self.tensor_type(op.results[0].type, "result")
+        n, d_out, ho, wo, c = t_res.shape
+        _, _, h, w, _ = tx.shape
+        neutral = 0.0 if mode == "sum" else float("-inf")
+        combine = ("addf" if mode == "sum" else "maximumf") if tx.dtype.startswith("f") else \
+            ("addi" if mode == "sum" else "maxsi")
+        parts = []
+        for i in range(kd):
+            sl = self.fresh(TensorType((n, d_out, h, w, c), tx.dtype))
+            self.emit("slice", [x], [sl], {"offsets": [0, i * dd, 0, 0, 0], "sizes": [n, d_out, h, w, c],
+                                           "strides": [1, sd, 1, 1, 1]}, op)
+            flat = self.fresh(TensorType((n * d_out, h, w, c), tx.dtype))
+            self.emit("reshape", [sl], [flat], {}, op)
+            pooled = self.fresh(TensorType((n * d_out, ho, wo, c), tx.dtype))
+            self.emit("pool", [flat], [pooled], {"mode": mode, "layout": "nhwc", "kernel": [kh, kw],
+                                                 "strides": [sh, sw], "dilations": [dh, dw], "pads": [0, 0, 0, 0],
+                                                 "pad_value": neutral}, op)
+            parts.append(pooled)
+        init = op.operands[2]
+        if not (init in self.empties or (init in self.fills and float(self.fills[init]) in (neutral, -3.4028234663852886e38))):
+            parts.append(self.fresh(TensorType((n * d_out, ho, wo, c), tx.dtype)))
+            self.emit("reshape", [self.name(init)], [parts[-1]], {}, op)
+        acc = parts[0]
+        for other in parts[1:]:
+            body = Body()
+            a, b = body.add(Node("arg", (), tx.dtype, 0)), body.add(Node("arg", (), tx.dtype, 1))
+            body.yields = [body.add(Node(combine, (a, b), tx.dtype))]
+            nxt = self.fresh(TensorType((n * d_out, ho, wo, c), tx.dtype))
+            self.emit("generic", [acc, other], [nxt], _generic_attrs(
+                [n * d_out, ho, wo, c], ["parallel"] * 4, [_ident(4)] * 3, body, [None], [None], [None]), op)
+            acc = nxt
+        self.emit("reshape", [acc], [self.define(op.results[0])], {}, op)
 
     def one_d(self, op: Any, n: str) -> None:
         """A 1-D conv or pool as the 2-D op over a height of 1, between two reshapes (views)."""
