@@ -178,8 +178,14 @@ def compile_model(path: str | Path, options: CompileOptions | None = None) -> Co
     imported = load(path, dict(options.input_shapes), options.frozen_inputs())
     timings = dict(imported.timings)
     t1 = time.perf_counter()
-    graph = parse_module(imported.module, input_names=imported.input_names, output_names=imported.output_names,
-                         blobs=imported.blobs, weight_names=imported.weight_names)
+    try:
+        graph = parse_module(imported.module, input_names=imported.input_names,
+                             output_names=imported.output_names, blobs=imported.blobs,
+                             weight_names=imported.weight_names)
+    except CompileError as e:
+        if not imported.hint:
+            raise
+        raise CompileError(f"{e}{imported.hint}") from None
     timings["parse"] = time.perf_counter() - t1
     _keep_io_dtypes(graph, imported.io_dtypes)
     p = Path(path)

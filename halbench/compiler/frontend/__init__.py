@@ -33,6 +33,8 @@ class Imported:
     io_dtypes: dict[str, str] = field(default_factory=dict)
     #: what the importer changed on the way (an opset upgrade, expanded functions), for the user
     notes: list[str] = field(default_factory=list)
+    #: appended to a later compile error: what the user can do about the model's inputs
+    hint: str = ""
 
 
 def load(path: str | Path, input_shapes: Mapping[str, tuple[int, ...]] | None = None,

@@ -274,6 +274,12 @@ def _node_label(node: Any, opset: int) -> str:
     return f"node '{node.name or node.output[0]}' ({node.op_type}, opset {opset}{domain}{extra})"
 
 
+def _freeze_hint(model: Any) -> str:
+    frozen = compile_time_inputs(model)
+    return (f"; inputs {frozen} set shapes or axes: freeze them with --freeze-input NAME=VALUE"
+            if frozen else "")
+
+
 def describe_lowering_failure(model: Any, error: str, what: str) -> str:
     """One line naming the ONNX node that torch-mlir could not lower, and the way out."""
     opset = _default_opset(model)
@@ -281,8 +287,7 @@ def describe_lowering_failure(model: Any, error: str, what: str) -> str:
     foreign = [n for n in model.graph.node if n.domain not in ("", "ai.onnx")]
     m = re.search(r'name = "onnx\.(\w+)"', error)
     aten = re.search(r"legalize operation '(torch\.(?:aten|prim|constant)\.[\w.]+)'", error)
-    frozen = compile_time_inputs(model)
-    hint = (f"; inputs {frozen} set shapes or axes: freeze them with --freeze-input NAME=VALUE" if frozen else "")
+    hint = _freeze_hint(model)
     if foreign:
         return (f"{what}: {_node_label(foreign[0], opsets.get(foreign[0].domain, 0))} is outside the default ONNX domain, which is all "
                 f"halbench's importer takes{hint}")
@@ -417,7 +422,7 @@ def load_onnx(path: Path, input_shapes: dict[str, tuple[int, ...]], input_values
                  if v.type.tensor_type.elem_type in _ONNX_DTYPES}
     return Imported(module, input_names, output_names, arrays, names,
                     {"load_onnx": t1 - t0, "import_onnx": t2 - t1, "torch_to_linalg": t3 - t2},
-                    io_dtypes, notes)
+                    io_dtypes, notes, _freeze_hint(model))
 
 
 #: ONNX TensorProto element types -> halbench dtypes (those a signature can carry).
