@@ -159,7 +159,7 @@ def worker(args: argparse.Namespace) -> None:
             continue
         t0 = time.perf_counter()
         if args.compile_only:
-            status, msg = _precompile(cases[name], apis, args.target, args.bundle_dir)
+            status, msg = _precompile(cases[name], (args.api,), args.target, args.bundle_dir)
         elif args.from_bundles:
             status, msg = _run_bundle(name, args.from_bundles, device)
         elif args.runtime == "iree":

@@ -314,7 +314,7 @@ def _schedule(g: Graph, options: CompileOptions, executables: list[ExecutableDec
         reads, writes = [], []
         for k, v in enumerate(d.inputs + d.outputs):
             bid, off = where(v)
-            n = g.types[v].nbytes
+            n = max(g.types[v].nbytes, 4)  # an empty tensor is still bound (to a word nobody reads)
             binds.append(BufferRange(bid, off, n))
             (reads if k < len(d.inputs) else writes).append((bid, off, off + n))
         # A barrier only where this dispatch depends on one since the last barrier.

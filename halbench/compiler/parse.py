@@ -837,10 +837,27 @@ class _Parser:
 
     def pad(self, op: Any) -> None:
         ir = self.ir
-        if len(list(op.operands)) != 1:
-            raise _unsupported(op, "dynamic padding")
-        low = list(ir.DenseI64ArrayAttr(op.attributes["static_low"]))
-        high = list(ir.DenseI64ArrayAttr(op.attributes["static_high"]))
+        dyn = iter(list(op.operands)[1:])
+        sizes = []
+        for attr in ("static_low", "static_high"):
+            vals = []
+            for v in ir.DenseI64ArrayAttr(op.attributes[attr]):
+                if v < -(2 ** 62):  # computed from constants (shape arithmetic): known here
+                    x = next(dyn)
+                    if x not in self.scalars:
+                        raise _unsupported(op, "padding known only at run time")
+                    v = int(self.scalars[x][0])
+                vals.append(int(v))
+            sizes.append(vals)
+        low, high = sizes
+        src = self.name(op.operands[0])
+        ts = self.g.types[src]
+        out_t = TensorType(tuple(n + lo + hi for n, lo, hi in zip(ts.shape, low, high)), ts.dtype)
+        rt = ir.RankedTensorType(op.results[0].type)
+        static = all(not rt.is_dynamic_dim(i) for i in range(rt.rank))
+        out = self.define(op.results[0]) if static else self.fresh(out_t)
+        if not static:
+            self.names[op.results[0]] = out
         block = op.regions[0].blocks[0]
         ops = [o.operation for o in block.operations]
         term = ops[-1]
@@ -849,10 +866,23 @@ class _Parser:
             pad_value = self.scalars[value][0]
         elif len(ops) == 2 and ops[0].name == "arith.constant":
             pad_value = self._scalar_value(ops[0].attributes["value"])
+        elif value in self.runtime_scalars and len(ops) == 1:
+            # Padding with a run-time value (Pad's constant_value input): the value fills the
+            # result, and the source is inserted into it.
+            body = Body()
+            vals: list[Any] = []
+            maps: list[Any] = []
+            body.yields = [self.materialize_scalar(value, body, vals, maps, {})]
+            rank = len(out_t.shape)
+            fill = self.fresh(out_t)
+            self.emit("generic", [self.name(x) for x in vals], [fill], _generic_attrs(
+                list(out_t.shape), ["parallel"] * rank, maps + [_ident(rank)], body, [None], [None], [None]), op)
+            self.emit("insert_slice", [src, fill], [out], {"offsets": low, "sizes": list(ts.shape),
+                                                           "strides": [1] * rank}, op)
+            return
         else:
             raise _unsupported(op, "pad value is not a constant")
-        self.emit("pad", [self.name(op.operands[0])], [self.define(op.results[0])],
-                  {"low": low, "high": high, "value": pad_value}, op)
+        self.emit("pad", [src], [out], {"low": low, "high": high, "value": pad_value}, op)
 
     def _static(self, op: Any, name: str) -> list[int]:
         vals = list(self.ir.DenseI64ArrayAttr(op.attributes[name]))
@@ -881,9 +911,12 @@ class _Parser:
                 lists.append(vals)
             offsets, sizes, strides = lists
         src = self.name(op.operands[0])
-        t = TensorType(tuple(sizes), self.g.types[src].dtype)
-        out = self.fresh(t)
-        self.names[op.results[0]] = out
+        rt = self.ir.RankedTensorType(op.results[0].type)
+        if all(not rt.is_dynamic_dim(i) for i in range(rt.rank)):
+            out = self.define(op.results[0])  # its own type: the result may drop unit dims
+        else:
+            out = self.fresh(TensorType(tuple(sizes), self.g.types[src].dtype))
+            self.names[op.results[0]] = out
         self.emit("slice", [src], [out], {"offsets": offsets, "sizes": sizes, "strides": strides}, op)
 
     def scalar_extract(self, op: Any) -> None:

@@ -42,7 +42,7 @@ def fold_shape_computations(model: Any) -> Any:
         for node in g.node:
             values = _evaluate(node, consts, shapes, opsets)
             if values is not None and outputs.intersection(node.output) and not (
-                    any(v.size == 0 for v in values) or any(consts[x].size == 0 for x in node.input if x)):
+                    any(v.size == 0 for v in values) or any(x in consts and consts[x].size == 0 for x in node.input if x)):
                 values = None  # outputs stay computed, unless empty tensors make them constants
             if values is None:
                 keep.append(node)
