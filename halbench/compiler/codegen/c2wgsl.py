@@ -92,6 +92,7 @@ BUILTINS: dict[str, tuple[str, str | Callable[[list[str]], str]]] = {
     **{n: (n, _same) for n in ("exp", "exp2", "log", "log2", "sqrt", "abs", "ceil", "floor", "sin", "cos", "atan",
                                "max", "min", "fma", "sign", "trunc", "pow", "tanh", "clamp", "tan", "acos",
                                "asin", "acosh", "asinh", "atanh", "cosh", "sinh")},
+    "isinf": ("(abs({0}) > 3.4028234663852886e38)", "bool"),
     "inversesqrt": ("inverseSqrt", _same), "roundEven": ("round", _same), "atan2": ("atan2", _same),
     "hb_bits_f32": ("bitcast<f32>({0})", "f32"), "hb_f32_bits": ("bitcast<i32>({0})", "i32"),
     "hb_f32_ubits": ("bitcast<u32>({0})", "u32"), "hb_u_bits_f32": ("bitcast<f32>({0})", "f32"),

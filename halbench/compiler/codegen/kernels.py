@@ -578,6 +578,30 @@ def _plan_window(c: _Ctx, t: Tuning) -> Plan:
 
 # -- GEMM ---------------------------------------------------------------------------------------
 
+def _plan_dot(c: _Ctx, t: Tuning) -> Plan:
+    """One thread per output element, a dot product over K in the output's own type (f64 and
+    integer matmuls: the tiled GEMMs accumulate in float)."""
+    op = c.d.root
+    a = op.attrs
+    out = op.outputs[0]
+    out_shape = c.g.types[out].shape
+    odt = c.g.types[out].dtype
+    ia, ib = c.b(op.inputs[0]), c.b(op.inputs[1])
+    sa = c.shape(ia)
+    ta, tb = bool(a.get("transpose_a")), bool(a.get("transpose_b"))
+    k = sa[-2] if ta else sa[-1]
+    o = [f"c{j}" for j in range(len(out_shape))]
+    pre = [o[0]] if op.kind == "batch_matmul" else []
+    m_, n_ = o[-2], o[-1]
+    acc_t = ctype(odt)
+    la = c.ld(ia, pre + (["k", m_] if ta else [m_, "k"]))
+    lb = c.ld(ib, pre + ([n_, "k"] if tb else ["k", n_]))
+    lines = [f"{acc_t} acc = {c.L.lit(0, odt)};",
+             f"for (int k = 0; k < {k}; k++) acc += {acc_t}({la}) * {acc_t}({lb});"]
+    lines += c.finish(o, "acc")
+    return _point(t, _size(out_shape), lines, _coords(out_shape), c.d.name)
+
+
 def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
     """matmul, batch_matmul and conv2d as C[b] (M x N) = A[b] (M x K) * B[b] (K x N)."""
     op = c.d.root
@@ -688,6 +712,8 @@ def _plan_kind(d: Any, g: Graph, t: Tuning, lang: Lang) -> Plan:
         return _plan_move(c, t)
     if kind in ("depthwise_conv2d", "pool"):
         return _plan_window(c, t)
+    if kind in ("matmul", "batch_matmul") and g.types[disp.root.outputs[0]].dtype not in ("f32", "f16", "bf16"):
+        return _plan_dot(c, t)  # f64 and integer GEMMs: exact, in their own type
     if kind in ("matmul", "batch_matmul", "conv2d"):
         return _plan_gemm(c, t)
     if kind in ("scan", "sort", "scatter"):
