@@ -59,7 +59,7 @@ def check_model(path: str | Path, input_shapes: dict[str, tuple[int, ...]] | Non
         model = onnx.load(str(p))
     except (DecodeError, ValueError, OSError) as e:
         raise UserError(f"{p.name} is not a valid ONNX model: {e}") from None
-    model, names, _ = prepare_model(model, dict(input_shapes or {}), dict(input_values or {}))
+    model, _, _ = prepare_model(model, dict(input_shapes or {}), dict(input_values or {}))
     g = model.graph
     opset = _default_opset(model)
     types = {v.name: v.type for v in (*g.input, *g.value_info, *g.output)}

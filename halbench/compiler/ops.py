@@ -13,11 +13,11 @@ import json
 from importlib import resources
 from typing import Any
 
-__all__ = ["linalg_ops", "onnx_support", "format_ops"]
+__all__ = ["format_ops", "linalg_ops", "onnx_support"]
 
 
 def linalg_ops() -> dict[str, list[str]]:
-    from halbench.compiler.parse import SCALAR_OPS, _TOP_OPS
+    from halbench.compiler.parse import _TOP_OPS, SCALAR_OPS
 
     return {"top-level": list(_TOP_OPS), "in regions": sorted(SCALAR_OPS)}
 

@@ -14,6 +14,7 @@ with the reason ``crash:`` or ``hang:`` are not run (they would take the test pr
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 from pathlib import Path
 
@@ -28,6 +29,16 @@ MODE = os.environ.get("HALBENCH_CONFORMANCE", "all")
 
 if MODE == "off":
     pytest.skip("HALBENCH_CONFORMANCE=off", allow_module_level=True)
+MEASURED_WITH = {"onnx": "1.23.2", "iree-base-compiler": "3.13.0"}
+_installed = {}
+for _dist in MEASURED_WITH:
+    try:
+        _installed[_dist] = importlib.metadata.version(_dist)
+    except importlib.metadata.PackageNotFoundError:
+        _installed[_dist] = None
+if _installed != MEASURED_WITH:
+    pytest.skip(f"the expected-failure lists were measured with {MEASURED_WITH}, this is {_installed} "
+                f"(scripts/setup.sh installs the measured versions)", allow_module_level=True)
 
 CASES = plain_cases()
 

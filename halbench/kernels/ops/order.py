@@ -17,7 +17,7 @@ import numpy as np
 
 from halbench.errors import UserError
 from halbench.kernels.ops.common import dispatch_kernel
-from halbench.kernels.ops.generic import _DT, _eval_nodes
+from halbench.kernels.ops.generic import _eval_nodes
 
 __all__ = ["scan", "scatter", "sort"]
 
