@@ -258,8 +258,9 @@ def _op_table(files: list[Path]) -> None:
                 cell[1] += 1
     out = ROOT / "halbench" / "compiler" / "onnx_support.json"
     tmp = out.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"onnx": version, "devices": devices, "ops": dict(sorted(table.items()))},
-                              indent=0, sort_keys=False) + "\n")
+    lines = [f"  {json.dumps(op)}: {json.dumps(per, separators=(', ', ': '))}" for op, per in sorted(table.items())]
+    tmp.write_text(f'{{"onnx": {json.dumps(version)}, "devices": {json.dumps(devices)}, "ops": {{\n'
+                   + ",\n".join(lines) + "\n}}\n")
     tmp.replace(out)
     print(f"wrote {out} ({len(table)} ops, devices {devices})")
 
