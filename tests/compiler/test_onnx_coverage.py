@@ -184,3 +184,46 @@ def test_list_ops_shows_linalg_ops_and_measured_onnx_support() -> None:
     assert ops["Conv"]["local-sync://"][0] > 0  # measured passes, from the conformance run
     r = _halbench("list-ops")
     assert "ONNX backend node tests" in r.stdout and "Conv" in r.stdout
+
+
+def _classic_cnn(tmp: Path) -> onnx.ModelProto:
+    """An old-style zoo CNN block: IR version 3, opset 8, weights also listed as graph inputs."""
+    from onnx import numpy_helper
+
+    rng = np.random.default_rng(5)
+    w = numpy_helper.from_array(rng.standard_normal((8, 3, 3, 3)).astype(np.float32), "W")
+    b = numpy_helper.from_array(rng.standard_normal(8).astype(np.float32), "B")
+    x = helper.make_tensor_value_info("data", TensorProto.FLOAT, [1, 3, 16, 16])
+    wi = helper.make_tensor_value_info("W", TensorProto.FLOAT, [8, 3, 3, 3])
+    bi = helper.make_tensor_value_info("B", TensorProto.FLOAT, [8])
+    y = helper.make_tensor_value_info("prob", TensorProto.FLOAT, [1, 8, 7, 7])
+    nodes = [helper.make_node("Conv", ["data", "W", "B"], ["c"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("LRN", ["r"], ["n"], size=5, alpha=1e-4, beta=0.75, bias=1.0),
+             helper.make_node("MaxPool", ["n"], ["p"], kernel_shape=[3, 3], strides=[2, 2]),
+             helper.make_node("Softmax", ["p"], ["prob"])]
+    m = helper.make_model(helper.make_graph(nodes, "old", [x, wi, bi], [y], [w, b]),
+                          opset_imports=[helper.make_opsetid("", 8)])
+    m.ir_version = 3
+    return m
+
+
+def test_an_ir3_opset8_model_with_weights_among_its_inputs_keeps_its_shapes(tmp_path: Path, device: str) -> None:
+    path = tmp_path / "old_cnn.onnx"
+    onnx.save(_classic_cnn(tmp_path), path)
+    bundle = _compile(path, api=_api(device))
+    xv = np.random.default_rng(6).standard_normal((1, 3, 16, 16)).astype(np.float32)
+    (out,) = run_local(bundle, [xv], device)
+    np.testing.assert_allclose(out, onnx_reference(path, {"data": xv})[0], rtol=1e-4, atol=1e-6)
+
+
+def test_weights_in_an_external_data_file_beside_the_model_load(tmp_path: Path) -> None:
+    m = _classic_cnn(tmp_path)
+    path = tmp_path / "ext.onnx"
+    onnx.save_model(m, path, save_as_external_data=True, all_tensors_to_one_file=True, location="ext.bin",
+                    size_threshold=0)
+    assert (tmp_path / "ext.bin").stat().st_size > 800
+    bundle = _compile(path)
+    xv = np.random.default_rng(7).standard_normal((1, 3, 16, 16)).astype(np.float32)
+    (out,) = run_local(bundle, [xv])
+    np.testing.assert_allclose(out, onnx_reference(path, {"data": xv})[0], rtol=1e-4, atol=1e-6)

@@ -65,12 +65,16 @@ def prepare_model(model: Any, input_shapes: dict[str, tuple[int, ...]],
             # torch-mlir's lowering of a wrap pad never terminates: refuse it before it hangs.
             raise CompileError(f"node '{node.name or node.output[0]}' (Pad, opset {opset}): mode 'wrap' is not "
                                f"supported by halbench's importer; use mode 'reflect', 'edge' or 'constant'")
-    # Initializers listed as inputs (old exporters did that) are weights, not inputs.
+    # Initializers listed as inputs (old exporters did that) are weights, not inputs. Below IR
+    # version 4 an initializer had to be an input, and shape inference ignores one that is not:
+    # the file is declared IR 8 (opset 17's), which it now is, so its weights keep their shapes.
     init_names = {t.name for t in g.initializer}
     real_inputs = [i for i in g.input if i.name not in init_names]
     if len(real_inputs) != len(g.input):
         del g.input[:]
         g.input.extend(real_inputs)
+    if model.ir_version < 8:
+        model.ir_version = 8
     # Fix input shapes: overrides first, then refuse what stays dynamic.
     unknown = set(input_shapes) - {i.name for i in g.input}
     if unknown:
