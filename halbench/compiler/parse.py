@@ -69,8 +69,8 @@ _COMBINE = {"addf": "add", "addi": "add", "maximumf": "max", "maxnumf": "max", "
 
 def _unsupported(op: Any, what: str = "") -> CompileError:
     extra = f" ({what})" if what else ""
-    return CompileError(f"unsupported op '{op.name}'{extra} at {_loc(op)}; `halbench list-ops` lists the ops "
-                        f"halbench compiles")
+    return CompileError(f"unsupported op '{op.name}'{extra} at {_loc(op)}; `halbench check MODEL.onnx` names "
+                        f"the ONNX node that needs it, `halbench list-ops` lists the ops halbench compiles")
 
 
 def _loc(op: Any) -> str:
