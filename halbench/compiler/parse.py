@@ -136,6 +136,9 @@ class _Parser:
         return name
 
     def name(self, v: Any) -> str:
+        if v in self.empties and v not in self.names and v not in self.fills:
+            # An uninitialised tensor read as a value: any content is valid; it reads zeros.
+            self.fills[v] = 0
         if v in self.fills and v not in self.names:
             self.materialize_fill(v)
         try:
