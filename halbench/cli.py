@@ -419,7 +419,7 @@ def compile_cmd(input_path: str, output: str, target_devices: tuple[str, ...], t
                              targets={k: v for k, v in targets.items() if v}, backend_options=backend_options,
                              input_values=_frozen_inputs(frozen))
     result = compile_model(input_path, options)
-    for note in result.notes:
+    for note in getattr(result, "notes", ()):
         click.echo(f"halbench: note: {note}", err=True)
     write_bundle(output, result.manifest, result.members)
     if statistics:
