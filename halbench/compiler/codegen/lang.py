@@ -251,7 +251,10 @@ def _expr(n: Any, a: list[str], adt: list[str], t: str, L: Lang, arg: Callable[[
     if op == "sitofp":
         return f"{t}({a[0]})"
     if op == "uitofp":
-        return f"{t}({a[0]})" if src_t == "bool" else f"{t}({u(a[0])})"
+        if src_t == "bool":
+            return f"{t}({a[0]})"
+        mask = {"i8": "0xFF", "i16": "0xFFFF"}.get(adt[0])  # narrow ints live sign-extended in an int
+        return f"{t}({u(a[0])} & {mask}u)" if mask else f"{t}({u(a[0])})"
     if op in ("fptosi", "fptoui"):
         return f"{t}({a[0]})" if op == "fptosi" else f"{t}({_UNSIGNED.get(t, t)}({a[0]}))"
     if op == "extf":

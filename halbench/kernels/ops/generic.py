@@ -73,6 +73,19 @@ _CMP: dict[str, Callable[[Any, Any], Any]] = {
     "uge_i": np.greater_equal,
 }
 _REDUCE = {"add": np.add, "max": np.maximum, "min": np.minimum, "mul": np.multiply}
+#: arith's unsigned integer ops: on the operands' bits read as unsigned.
+_UNSIGNED_BINARY: dict[str, Callable[[Any, Any], Any]] = {
+    "divui": np.floor_divide, "remui": np.remainder, "shrui": np.right_shift, "maxui": np.maximum,
+    "minui": np.minimum,
+}
+
+
+def _unsigned(x: Any) -> Any:
+    """Signed integer data as the unsigned type of its width (same bits); others unchanged."""
+    a = np.asarray(x)
+    if a.dtype.kind == "i":
+        return a.view(a.dtype.str.replace("i", "u"))
+    return x
 
 
 def operand_view(a: np.ndarray, m: Sequence[Sequence[Any]], rank: int) -> np.ndarray:
@@ -114,16 +127,24 @@ def _eval_nodes(nodes: Sequence[Any], arg: Callable[[int], Any], index: Callable
             r = table[tuple(idx)]
         elif op in ("cmpf", "cmpi"):
             pred = value
+            a, b = vals[args[0]], vals[args[1]]
             if op == "cmpi" and pred in ("ult", "ule", "ugt", "uge"):
                 pred += "_i"
-            r = _CMP[pred](vals[args[0]], vals[args[1]])
+                a, b = _unsigned(a), _unsigned(b)  # signless integers compared as unsigned
+            r = _CMP[pred](a, b)
         elif op == "select":
             r = np.where(vals[args[0]], vals[args[1]], vals[args[2]])
         elif op in _CASTS:
             x = vals[args[0]]
             if op in ("fptosi", "fptoui"):
                 x = np.trunc(x)
+            elif op in ("extui", "uitofp", "index_castui"):
+                x = _unsigned(x)  # the source's bits read as unsigned: zero-extended
             r = np.asarray(x).astype(npdt)
+        elif op in _UNSIGNED_BINARY:
+            a, b = _unsigned(vals[args[0]]), _unsigned(vals[args[1]])
+            r = np.asarray(_UNSIGNED_BINARY[op](a, b)).astype(a.dtype).view(npdt) \
+                if np.asarray(a).dtype.kind == "u" else _UNSIGNED_BINARY[op](a, b)
         elif op == "bitcast":
             r = np.asarray(vals[args[0]]).view(npdt)
         elif op in BINARY:
