@@ -36,7 +36,7 @@ def format_ops(backend: str | None = None) -> str:
     for where, ops in linalg_ops().items():
         lines.append(f"  {where}: {', '.join(ops)}")
     sup = onnx_support()
-    devices = [d for d in sup["devices"] if backend is None or d.startswith(backend)]
+    devices = [d for d in sup["devices"] if backend is None or backend in d]
     if not sup["ops"]:
         lines.append("ONNX ops: no conformance table in this installation")
         return "\n".join(lines)
