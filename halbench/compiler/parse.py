@@ -421,12 +421,8 @@ class _Parser:
                 args = tuple(operand_node(v) for v in list(inner.operands)[1:])
                 values[res] = body.add(Node("extract", args, dt, idx))
             else:
-                value = None
-                if name == "arith.cmpf":
-                    value = _CMPF[ir.IntegerAttr(inner.attributes["predicate"]).value]
-                elif name == "arith.cmpi":
-                    value = _CMPI[ir.IntegerAttr(inner.attributes["predicate"]).value]
-                values[res] = body.add(Node(short, tuple(operand_node(v) for v in inner.operands), dt, value))
+                values[res] = body.add(Node(short, tuple(operand_node(v) for v in inner.operands), dt,
+                                            self._predicate(inner)))
 
         reduce_kinds: list[str | None] = []
         inits: list[int | None] = []
@@ -655,6 +651,11 @@ class _Parser:
             init = self.init_of(init_v, neutral)
         self.with_init_value(init, [self.name(op.operands[0])], attrs, op, "addf" if mode == "sum" else "maximumf")
 
+    def _predicate(self, op: Any) -> str | None:
+        """A compare's predicate name (the Node value of cmpf / cmpi); None for other ops."""
+        table = {"arith.cmpf": _CMPF, "arith.cmpi": _CMPI}.get(op.name)
+        return table[self.ir.IntegerAttr(op.attributes["predicate"]).value] if table else None
+
     def region_body(self, op: Any, what: str) -> Body:
         """A TMTensor region (block arguments -> ``arg`` nodes 0, 1, ...) as a scalar body."""
         block = op.regions[0].blocks[0]
@@ -674,11 +675,7 @@ class _Parser:
                 values[res] = body.add(Node("const", (), _dtype(res.type),
                                             self._scalar_value(inner.attributes["value"])))
                 continue
-            value = None
-            if inner.name == "arith.cmpf":
-                value = _CMPF[self.ir.IntegerAttr(inner.attributes["predicate"]).value]
-            elif inner.name == "arith.cmpi":
-                value = _CMPI[self.ir.IntegerAttr(inner.attributes["predicate"]).value]
+            value = self._predicate(inner)
             args = []
             for v in inner.operands:
                 args.append(values[v] if v in values else self._region_const(v, inner))
@@ -945,14 +942,10 @@ class _Parser:
 
         short = op.name.split(".", 1)[1]
         res = op.results[0]
-        value = None
-        if op.name == "arith.cmpf":
-            value = _CMPF[self.ir.IntegerAttr(op.attributes["predicate"]).value]
-        elif op.name == "arith.cmpi":
-            value = _CMPI[self.ir.IntegerAttr(op.attributes["predicate"]).value]
-        elif op.name == "arith.constant":
+        if op.name == "arith.constant":
             self.constant(op)
             return
+        value = self._predicate(op)
         if any(v not in self.scalars for v in op.operands):
             if all(v in self.scalars or v in self.runtime_scalars for v in op.operands):
                 # On a run-time scalar: kept as an expression, evaluated inside the bodies that read it.

@@ -202,22 +202,26 @@ def _eval_sequential(attrs: Mapping[str, Any], inputs: Sequence[np.ndarray],
         def index(d: int, at: Any = at) -> Any:
             return np.int64(at[d]) if d in at else _index_array(dims, d)
 
-        vals = _eval_nodes(nodes, arg, index, lambda k: accs[k], inputs)
+        vals = _eval_nodes(nodes, arg, index, lambda k, accs=accs: accs[k], inputs)
         accs = [np.broadcast_to(np.asarray(vals[y], dtype=accs[k].dtype), par_shape).copy()
                 for k, y in enumerate(yields)]
-    results = []
-    for k, acc in enumerate(accs):
-        m = maps[n_in + k]
-        out_shape = [dims[r[1]] if r[0] == "d" else 1 for r in m]
-        out = outputs[k] if outputs is not None else np.empty(out_shape, dtype=acc.dtype)
-        ds = [int(r[1]) for r in m if r[0] == "d"]
-        idx = tuple(slice(None) if d in ds else 0 for d in range(rank))
-        vv = acc[idx]
-        kept = sorted(ds)
-        vv = np.transpose(vv, [kept.index(d) for d in ds]) if len(ds) > 1 else vv
-        out[tuple(int(r[1]) if r[0] == "c" else slice(None) for r in m)] = vv
-        results.append(out)
-    return results
+    return [_store(acc, maps[n_in + k], dims, outputs[k] if outputs is not None else None)
+            for k, acc in enumerate(accs)]
+
+
+def _store(v: np.ndarray, m: Sequence[Sequence[Any]], dims: Sequence[int], out: np.ndarray | None) -> np.ndarray:
+    """``v`` (laid out over the iteration space) written through output map ``m`` into ``out``
+    (a new array when None)."""
+    rank = len(dims)
+    if out is None:
+        out = np.empty([dims[r[1]] if r[0] == "d" else 1 for r in m], dtype=v.dtype)
+    # The output map sends iteration dims to output axes: read v along them in axis order.
+    ds = [int(r[1]) for r in m if r[0] == "d"]
+    vv = v[tuple(slice(None) if d in ds else 0 for d in range(rank))]  # the output's dims, increasing
+    kept = sorted(ds)
+    vv = np.transpose(vv, [kept.index(d) for d in ds]) if len(ds) > 1 else vv
+    out[tuple(int(r[1]) if r[0] == "c" else slice(None) for r in m)] = vv
+    return out
 
 
 def eval_generic(attrs: Mapping[str, Any], inputs: Sequence[np.ndarray],
@@ -261,15 +265,5 @@ def eval_generic(attrs: Mapping[str, Any], inputs: Sequence[np.ndarray],
             else:
                 init = dt(init_const)
             v = _REDUCE[kind](init, v).astype(dt, copy=False)
-        out_shape = [dims[r[1]] if r[0] == "d" else 1 for r in m]
-        out = outputs[k] if outputs is not None else np.empty(out_shape, dtype=dt)
-        # The output map sends iteration dims to output axes: read v along them in axis order.
-        ds = [int(r[1]) for r in m if r[0] == "d"]
-        idx = tuple(slice(None) if d in ds else 0 for d in range(rank))
-        vv = v[idx]  # axes: the output's dims in increasing order
-        kept = sorted(ds)
-        vv = np.transpose(vv, [kept.index(d) for d in ds]) if len(ds) > 1 else vv
-        sel = tuple(int(r[1]) if r[0] == "c" else slice(None) for r in m)
-        out[sel] = vv
-        results.append(out)
+        results.append(_store(v, m, dims, outputs[k] if outputs is not None else None))
     return results
