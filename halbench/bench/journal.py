@@ -36,7 +36,7 @@ class Journal:
     path: Path
     run: RunInfo | None = None
     devices: dict[str, Any] = field(default_factory=dict)
-    done: dict[tuple[int, str, str], BenchmarkResult] = field(default_factory=dict)  # (rep, name, uri)
+    done: dict[tuple[int, str, str, str], BenchmarkResult] = field(default_factory=dict)  # (rep, name, uri, runtime)
     _f: Any = None
 
     @classmethod
@@ -79,7 +79,7 @@ class Journal:
                     self.devices[rec["uri"]] = rec["info"]
                 elif kind == "result":
                     b = result_from_dict(rec["result"])
-                    self.done[(int(rec["rep"]), b.name, b.device)] = b
+                    self.done[(int(rec["rep"]), *b.key)] = b
             except (KeyError, TypeError, ValueError) as e:
                 if isinstance(e, UserError):
                     raise
@@ -103,7 +103,7 @@ class Journal:
             self._append({"type": "device", "uri": uri, "info": info})
 
     def result(self, rep: int, result: BenchmarkResult) -> None:
-        self.done[(rep, result.name, result.device)] = result
+        self.done[(rep, *result.key)] = result
         self._append({"type": "result", "rep": rep, "result": result.to_dict()})
 
     def close(self, finished: bool) -> None:

@@ -32,7 +32,7 @@ __all__ = [
     "write_results",
 ]
 
-from halbench.bench.schema import KIND, SCHEMA_VERSION, STATUSES
+from halbench.bench.schema import HALBENCH, KIND, SCHEMA_VERSION, STATUSES
 
 BENCHMARK_KINDS = ("model", "micro")
 
@@ -66,7 +66,23 @@ def _migrate_0_to_1(doc: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
-MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {0: _migrate_0_to_1}
+def _migrate_1_to_2(doc: dict[str, Any]) -> dict[str, Any]:
+    """Version 1 had halbench's own entries only: each becomes ``runtime: "halbench"``; the
+    correctness reference (``correctness.reference``) was always local-sync."""
+    doc = dict(doc)
+    benchmarks = []
+    for bench in doc.get("benchmarks", []):
+        bench = dict(bench) if isinstance(bench, dict) else bench
+        if isinstance(bench, dict):
+            bench.setdefault("runtime", HALBENCH)
+            bench.setdefault("runtime_info", {})
+        benchmarks.append(bench)
+    doc["benchmarks"] = benchmarks
+    doc["schema_version"] = 2
+    return doc
+
+
+MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {0: _migrate_0_to_1, 1: _migrate_1_to_2}
 
 
 def migrate(doc: dict[str, Any], *, source: str = "results") -> dict[str, Any]:
@@ -218,7 +234,7 @@ def _validate_dispatch(disp: Any, path: str) -> None:
         _get(trace, "queue", f"{path}.trace", int, required=False)
 
 
-def _validate_benchmark(bench: Any, path: str, devices: dict) -> tuple[str, str]:
+def _validate_benchmark(bench: Any, path: str, devices: dict) -> tuple[str, str, str]:
     if not isinstance(bench, dict):
         _fail(path, f"expected dict, got {_type_name(bench)}")
     name = _get(bench, "name", path, str)
@@ -230,6 +246,10 @@ def _validate_benchmark(bench: Any, path: str, devices: dict) -> tuple[str, str]
         _fail(f"{path}.kind", f"expected one of {', '.join(BENCHMARK_KINDS)}, got {kind!r}")
     device = _get(bench, "device", path, str)
     _get(bench, "driver", path, str)
+    runtime = _get(bench, "runtime", path, str)
+    if not runtime or len(runtime) > 100:
+        _fail(f"{path}.runtime", "expected a runtime name (halbench, torch-cudagraph, ...)")
+    _get(bench, "runtime_info", path, dict, required=False, nullable=True)
     _get(bench, "format", path, str, required=False, nullable=True)
     status = _get(bench, "status", path, str)
     if status not in STATUSES:
@@ -246,7 +266,7 @@ def _validate_benchmark(bench: Any, path: str, devices: dict) -> tuple[str, str]
         _opt_number(metrics, key, f"{path}.metrics")
     for i, disp in enumerate(_get(bench, "dispatches", path, list, required=False) or []):
         _validate_dispatch(disp, f"{path}.dispatches[{i}]")
-    return name, device
+    return name, device, runtime
 
 
 def validate(doc: Any) -> None:
@@ -266,11 +286,11 @@ def validate(doc: Any) -> None:
     devices = _get(doc, "devices", "", dict)
     for uri, dev in devices.items():
         _validate_device(uri, dev)
-    seen: set[tuple[str, str]] = set()
+    seen: set[tuple[str, str, str]] = set()
     for i, bench in enumerate(_get(doc, "benchmarks", "", list)):
         key = _validate_benchmark(bench, f"benchmarks[{i}]", devices)
         if key in seen:
-            _fail(f"benchmarks[{i}]", f"duplicate benchmark {key[0]!r} on {key[1]!r}")
+            _fail(f"benchmarks[{i}]", f"duplicate benchmark {key[0]!r} on {key[1]!r} ({key[2]})")
         seen.add(key)
     for i, warning in enumerate(_get(doc, "warnings", "", list, required=False) or []):
         if not isinstance(warning, str):
@@ -340,11 +360,11 @@ def load_results(paths: Iterable[str | os.PathLike] | str | os.PathLike) -> dict
                  "finished_at", "suite", "benchmarks", "warnings"],
         "devices": ["source", "run", "device", "driver", "name", "vendor", "device_type", "api",
                     "api_version", "driver_version", "uuid", "arch"],
-        "benchmarks": ["source", "run", "name", "kind", "device", "driver", "format", "status",
+        "benchmarks": ["source", "run", "name", "kind", "device", "driver", "runtime", "format", "status",
                        "error", "correct", "samples", "median_ms", "mean_ms", "p10_ms", "p90_ms",
                        "flops", "bytes", "items_per_run", "calibrated", "calibration_deviation_ns"],
-        "samples": ["source", "run", "name", "device", "index", "device_ms", "host_ms"],
-        "dispatches": ["source", "run", "name", "device", "index", "dispatch", "flops", "bytes",
+        "samples": ["source", "run", "name", "device", "runtime", "index", "device_ms", "host_ms"],
+        "dispatches": ["source", "run", "name", "device", "runtime", "index", "dispatch", "flops", "bytes",
                        "median_ms", "p10_ms", "p90_ms", "mean_ms", "count", "start_ns", "end_ns"],
     }
     return {k: pd.DataFrame(rows[k], columns=columns[k]) for k in columns}
@@ -370,7 +390,7 @@ def _rows_of(doc: dict[str, Any], source: str, rows: dict[str, list[dict[str, An
                                 "driver_version": ident.get("driver_version"),
                                 "uuid": ident.get("uuid"), "arch": ident.get("arch")})
     for b in doc["benchmarks"]:
-        key = {**base, "name": b["name"], "device": b["device"]}
+        key = {**base, "name": b["name"], "device": b["device"], "runtime": b["runtime"]}
         samples = b.get("samples") or {}
         dev_ms = samples.get("device_ms") or []
         host_ms = samples.get("host_ms") or []

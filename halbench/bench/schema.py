@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 __all__ = [
+    "HALBENCH",
     "KIND",
     "SCHEMA_VERSION",
     "STATUSES",
@@ -27,8 +28,10 @@ __all__ = [
 ]
 
 #: The version this halbench writes. Bump it together with a migration in results.MIGRATIONS.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 KIND = "halbench-results"
+#: The ``runtime`` of halbench's own entries; a peer's is its name and mode (``torch-cudagraph``).
+HALBENCH = "halbench"
 STATUSES = ("ok", "wrong", "error", "skipped")
 
 
@@ -139,6 +142,15 @@ class BenchmarkResult:
     metrics: Metrics | None = None
     dispatches: tuple[DispatchStat, ...] = ()
     environment: Mapping[str, Any] = field(default_factory=dict)
+    #: Who ran it: ``halbench``, or a peer (``torch-cudagraph``, ``onnxruntime-cpu``, ``iree-cuda``).
+    runtime: str = HALBENCH
+    #: A peer's version, settings and notes (``{"version": "2.11.0", "settings": {...}}``).
+    runtime_info: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        """What identifies an entry within a results file: (name, device, runtime)."""
+        return (self.name, self.device, self.runtime)
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -150,6 +162,7 @@ class BenchmarkResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "kind": self.kind, "device": self.device, "driver": self.driver,
+                "runtime": self.runtime, "runtime_info": _plain(self.runtime_info),
                 "format": self.format, "status": self.status, "error": self.error,
                 "params": _plain(self.params), "compile": _plain(self.compile),
                 "correctness": self.correctness.to_dict(),
@@ -203,4 +216,4 @@ def result_from_dict(d: Mapping[str, Any]) -> BenchmarkResult:
                 tuple(s["blocks"]) if s.get("blocks") is not None else None),
         Metrics(**m) if m else None,
         tuple(DispatchStat(**x) for x in d.get("dispatches") or ()),
-        dict(d.get("environment") or {}))
+        dict(d.get("environment") or {}), d.get("runtime") or HALBENCH, dict(d.get("runtime_info") or {}))

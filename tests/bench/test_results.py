@@ -124,7 +124,7 @@ def _version0() -> dict[str, Any]:
 
 
 def test_migration_from_version_0(tmp_path: Path) -> None:
-    assert 0 in MIGRATIONS and SCHEMA_VERSION == 1
+    assert 0 in MIGRATIONS and 1 in MIGRATIONS and SCHEMA_VERSION == 2
     path = tmp_path / "old.json"
     path.write_text(json.dumps(_version0()))
     doc = read_results(path)
@@ -135,13 +135,30 @@ def test_migration_from_version_0(tmp_path: Path) -> None:
     assert "device_times" not in tiny
     assert (tiny["kind"], peak["kind"]) == ("model", "micro")
     assert peak["samples"] == {"device_ms": [], "host_ms": []}
+    assert tiny["runtime"] == peak["runtime"] == "halbench"
+
+
+def test_migration_from_version_1_marks_every_entry_halbench(tmp_path: Path) -> None:
+    from tests.reports.make_results import make_results
+
+    v1 = make_results()
+    v1["schema_version"] = 1
+    for b in v1["benchmarks"]:
+        b.pop("runtime", None)
+        b.pop("runtime_info", None)
+    path = tmp_path / "v1.json"
+    path.write_text(json.dumps(v1))
+    doc = read_results(path)
+    assert doc["schema_version"] == 2
+    assert {b["runtime"] for b in doc["benchmarks"]} == {"halbench"}
+    assert len(doc["benchmarks"]) == len(v1["benchmarks"])
 
 
 def test_newer_version_is_refused(tmp_path: Path, doc: dict[str, Any]) -> None:
     newer = dict(doc, schema_version=SCHEMA_VERSION + 1)
     path = tmp_path / "new.json"
     path.write_text(json.dumps(newer))
-    with pytest.raises(ResultsError, match=r"schema_version 2 is newer than this halbench reads \(1\); upgrade"):
+    with pytest.raises(ResultsError, match=r"schema_version 3 is newer than this halbench reads \(2\); upgrade"):
         read_results(path)
 
 

@@ -177,6 +177,7 @@ def _bench(rng, key, uri, dev, name, kind, flops, nbytes, items, dispatches, slo
         t += d_ns + 1500  # a barrier between dispatches
     bench = {
         "name": name, "kind": kind, "device": uri, "driver": dev.info.driver,
+        "runtime": "halbench", "runtime_info": {},
         "format": FORMATS[dev.info.driver], "status": "ok", "error": None,
         "params": {"model": name.split("/")[0], "batch": items, "dtype": dtype} if kind == "model"
         else {"dtype": dtype},
@@ -279,6 +280,9 @@ def make_results(*, seed: int = 0, devices: tuple[str, ...] = ("h100-vulkan", "l
                                dtype=dtype)
             bench["correctness"] = {"checked": False}
             benchmarks.append(bench)
+    for b in benchmarks:
+        b.setdefault("runtime", "halbench")
+        b.setdefault("runtime_info", {})
     if repetitions > 1:
         _repeat(benchmarks, repetitions, repetition_noise, np.random.default_rng(seed + 7919))
     if gate is None:
@@ -287,7 +291,7 @@ def make_results(*, seed: int = 0, devices: tuple[str, ...] = ("h100-vulkan", "l
     warnings = [f"{URIS[k]}: throttling seen (sw_thermal_slowdown)" for k in devices
                 if throttle and DEVICES[k].clocks]
     return {
-        "schema_version": 1,
+        "schema_version": 2,
         "kind": "halbench-results",
         "run": {"id": run_id or f"2026-11-22T05-{seed % 60:02d}-00Z-{seed:04x}",
                 "halbench_version": "0.1.0", "git_commit": f"{(seed * 2654435761) % 16**7:07x}",
