@@ -15,7 +15,13 @@ from halbench.bundle.manifest import WeightDecl
 from halbench.dtypes import to_numpy
 from halbench.errors import UserError
 
-__all__ = ["f32_to_bf16", "random_weight", "weight_array"]
+__all__ = ["RANDOM_INIT", "f32_to_bf16", "random_weight", "randomize_onnx", "weight_array", "weight_digest"]
+
+#: How ``weights="random"`` initialises float weights (bundle-format.md: seeded normal).
+RANDOM_INIT = {"distribution": "normal", "scale": 0.02}
+
+# ONNX TensorProto element types randomize_onnx replaces (FLOAT, FLOAT16, DOUBLE).
+_ONNX_FLOATS = {1: "f32", 10: "f16", 11: "f64"}
 
 
 def f32_to_bf16(x: np.ndarray) -> np.ndarray:
@@ -70,3 +76,36 @@ def weight_array(decl: WeightDecl, data: bytes | None = None) -> np.ndarray:
                         f"{decl.nbytes} B, but member {decl.member} has {len(data)} B")
     dt = to_numpy(decl.dtype).newbyteorder("<")  # members are little-endian by contract
     return np.frombuffer(data, dtype=dt).reshape(decl.shape).astype(dt.newbyteorder("="), copy=False)
+
+
+def weight_digest(a: np.ndarray) -> str:
+    """What identifies a weight's values whatever its shape: dtype, element count and bytes."""
+    import hashlib
+
+    a = np.ascontiguousarray(a)
+    h = hashlib.sha256(f"{a.dtype.str}:{a.size}:".encode())
+    h.update(a.tobytes())
+    return h.hexdigest()
+
+
+def randomize_onnx(model: Any, seed: int) -> dict[str, tuple[str, int]]:
+    """Give an ONNX model's float initializers (more than one element) seeded-random values, in
+    place: the i-th initializer of the graph becomes ``random_weight(dtype, shape, seed + i)``.
+
+    This is THE definition of ``weights: random`` for an ONNX model: the compiler declares each
+    bundle weight whose values are one of these initializers as random with that seed (the
+    bundle stays small), stores the weights it derived from them (a transposed Gemm weight), and
+    peers and the onnxruntime reference run the model randomized the same way: every runtime
+    computes the same function. Returns weight_digest -> (dtype, seed) of the new values."""
+    from onnx import numpy_helper
+
+    out: dict[str, tuple[str, int]] = {}
+    for i, t in enumerate(model.graph.initializer):
+        dtype = _ONNX_FLOATS.get(t.data_type)
+        n = int(np.prod(t.dims, dtype=np.int64)) if len(t.dims) else 1
+        if dtype is None or n <= 1:
+            continue
+        values = random_weight(dtype, tuple(t.dims), seed + i, RANDOM_INIT)
+        t.CopyFrom(numpy_helper.from_array(values, t.name))
+        out[weight_digest(values)] = (dtype, seed + i)
+    return out

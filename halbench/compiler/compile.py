@@ -33,13 +33,11 @@ from halbench.bundle import (
     WeightDecl,
     write_bundle,
 )
+from halbench.bundle.weights import RANDOM_INIT, weight_digest
 from halbench.compiler.ir import Graph
 from halbench.errors import CompileError, UserError
 
 __all__ = ["RANDOM_INIT", "CompileOptions", "CompiledModule", "compile_graph", "compile_model"]
-
-#: How ``weights="random"`` initialises float weights (bundle-format.md: seeded normal).
-RANDOM_INIT = {"distribution": "normal", "scale": 0.02}
 
 
 def _pairs(value: Any) -> tuple[tuple[str, Any], ...]:
@@ -175,7 +173,10 @@ def compile_model(path: str | Path, options: CompileOptions | None = None) -> Co
 
     options = options or CompileOptions()
     t0 = time.perf_counter()
-    imported = load(path, dict(options.input_shapes), options.frozen_inputs())
+    # weights="random" on an ONNX model randomizes its float initializers before the import
+    # (bundle.weights.randomize_onnx): peers and the reference can then run the same model.
+    imported = load(path, dict(options.input_shapes), options.frozen_inputs(),
+                    random_seed=options.seed if options.weights == "random" else None)
     timings = dict(imported.timings)
     t1 = time.perf_counter()
     try:
@@ -190,7 +191,7 @@ def compile_model(path: str | Path, options: CompileOptions | None = None) -> Co
     _keep_io_dtypes(graph, imported.io_dtypes)
     p = Path(path)
     source = {"path": p.name, "sha256": hashlib.sha256(p.read_bytes()).hexdigest()}
-    cm = compile_graph(graph, options, source, timings)
+    cm = compile_graph(graph, options, source, timings, imported.random_weights)
     cm.statistics["total_s"] = time.perf_counter() - t0
     cm.notes = list(imported.notes)
     return cm
@@ -206,8 +207,11 @@ def _keep_io_dtypes(graph: Graph, declared: Mapping[str, str]) -> None:
 
 
 def compile_graph(graph: Graph, options: CompileOptions, source: Mapping[str, Any] | None = None,
-                  timings: dict[str, float] | None = None) -> CompiledModule:
-    """Passes, codegen and schedule for a parsed graph."""
+                  timings: dict[str, float] | None = None,
+                  random_weights: Mapping[str, tuple[str, int]] | None = None) -> CompiledModule:
+    """Passes, codegen and schedule for a parsed graph. ``random_weights``: the digests of an
+    ONNX model's randomized initializers (``randomize_onnx``); None randomizes every float
+    weight by its index (an MLIR source)."""
     from halbench.compiler.pipeline import run_pipeline
 
     timings = timings if timings is not None else {}
@@ -233,7 +237,7 @@ def compile_graph(graph: Graph, options: CompileOptions, source: Mapping[str, An
         executables.append(ExecutableDecl(i, f"dispatch_{i}_{_safe(d.attrs['name'])}", tuple(variants)))
     timings["codegen"] = time.perf_counter() - t1
     t2 = time.perf_counter()
-    manifest = _schedule(g, options, executables, members, source or {})
+    manifest = _schedule(g, options, executables, members, source or {}, random_weights)
     timings["schedule"] = time.perf_counter() - t2
     stats = {"stages_s": timings, "passes_s": pass_times, "dispatches": len(g.ops),
              "executable_bytes": sum(len(v) for k, v in members.items() if k.startswith("executables/")),
@@ -247,8 +251,22 @@ def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", name) or "w"
 
 
+def _random_seed(w: Any, i: int, options: CompileOptions,
+                 random_weights: Mapping[str, tuple[str, int]] | None) -> int | None:
+    """The seed a weight is declared random with, or None to store it."""
+    if options.weights != "random" or w.type.dtype not in ("f16", "bf16", "f32", "f64") or w.type.size <= 1:
+        return None
+    if random_weights is None:  # an MLIR source: every float weight, by its index
+        return options.seed + i
+    # An ONNX source: a weight that is one of the randomized initializers is regenerated from
+    # its seed; one the compiler derived from them (a transpose, a slice) is stored as computed.
+    hit = random_weights.get(weight_digest(np.asarray(w.data)))
+    return hit[1] if hit and hit[0] == w.type.dtype else None
+
+
 def _schedule(g: Graph, options: CompileOptions, executables: list[ExecutableDecl],
-              members: dict[str, bytes], source: Mapping[str, Any]) -> Manifest:
+              members: dict[str, bytes], source: Mapping[str, Any],
+              random_weights: Mapping[str, tuple[str, int]] | None = None) -> Manifest:
     buffers: list[BufferDecl] = []
     ids: dict[str, int] = {}
 
@@ -273,11 +291,10 @@ def _schedule(g: Graph, options: CompileOptions, executables: list[ExecutableDec
     used_members = set()
     for i, (name, w) in enumerate(g.weights.items()):
         bid = buffer(f"weight:{name}", w.type.nbytes, "weight", name)
-        randomize = (options.weights == "random" and w.type.dtype in ("f16", "bf16", "f32", "f64")
-                     and w.type.size > 1)
-        if randomize:
+        seed = _random_seed(w, i, options, random_weights)
+        if seed is not None:
             weights.append(WeightDecl(name, bid, w.type.dtype, w.type.shape, "random",
-                                      seed=options.seed + i, init=dict(RANDOM_INIT)))
+                                      seed=seed, init=dict(RANDOM_INIT)))
             continue
         member = f"weights/{_safe(name)}.bin"
         while member in used_members:

@@ -35,10 +35,12 @@ class Imported:
     notes: list[str] = field(default_factory=list)
     #: appended to a later compile error: what the user can do about the model's inputs
     hint: str = ""
+    #: weights="random" on an ONNX model: digest -> (dtype, seed) of its randomized initializers
+    random_weights: dict[str, tuple[str, int]] | None = None
 
 
 def load(path: str | Path, input_shapes: Mapping[str, tuple[int, ...]] | None = None,
-         input_values: Mapping[str, Any] | None = None) -> Imported:
+         input_values: Mapping[str, Any] | None = None, random_seed: int | None = None) -> Imported:
     p = Path(path)
     if not p.is_file():
         raise UserError(f"model file not found: {p}")
@@ -46,7 +48,7 @@ def load(path: str | Path, input_shapes: Mapping[str, tuple[int, ...]] | None = 
     if suffix == ".onnx":
         from halbench.compiler.frontend.onnx import load_onnx
 
-        return load_onnx(p, dict(input_shapes or {}), dict(input_values or {}))
+        return load_onnx(p, dict(input_shapes or {}), dict(input_values or {}), random_seed)
     if suffix in (".mlir", ".mlirbc"):
         from halbench.compiler.frontend.mlir import load_mlir
 

@@ -377,7 +377,8 @@ def _unconverted_ops(module: Any) -> set[str]:
     return left
 
 
-def load_onnx(path: Path, input_shapes: dict[str, tuple[int, ...]], input_values: dict[str, Any] | None = None) -> Imported:
+def load_onnx(path: Path, input_shapes: dict[str, tuple[int, ...]], input_values: dict[str, Any] | None = None,
+              random_seed: int | None = None) -> Imported:
     import onnx
     from google.protobuf.message import DecodeError
 
@@ -389,6 +390,11 @@ def load_onnx(path: Path, input_shapes: dict[str, tuple[int, ...]], input_values
     if not model.graph.node:
         raise UserError(f"{path.name} is not a valid ONNX model: its graph has no nodes")
     notes: list[str] = []
+    random_weights = None
+    if random_seed is not None:
+        from halbench.bundle.weights import randomize_onnx
+
+        random_weights = randomize_onnx(model, random_seed)
     model, names, arrays = prepare_model(model, input_shapes, input_values, notes)
     input_names = [i.name for i in model.graph.input]
     output_names = [names.get(o.name, o.name) for o in model.graph.output]
@@ -426,7 +432,7 @@ def load_onnx(path: Path, input_shapes: dict[str, tuple[int, ...]], input_values
                  if v.type.tensor_type.elem_type in _ONNX_DTYPES}
     return Imported(module, input_names, output_names, arrays, names,
                     {"load_onnx": t1 - t0, "import_onnx": t2 - t1, "torch_to_linalg": t3 - t2},
-                    io_dtypes, notes, _freeze_hint(model))
+                    io_dtypes, notes, _freeze_hint(model), random_weights)
 
 
 #: ONNX TensorProto element types -> halbench dtypes (those a signature can carry).
