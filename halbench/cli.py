@@ -477,40 +477,71 @@ def _limit_options(f):
     return f
 
 
+RUNTIME_OPTIONS = [
+    click.option("--baseline-runtime", default=None, metavar="NAME",
+                 help="Judge the candidate runtime against this runtime's entries (torch-cudagraph, "
+                      "onnxruntime-cuda, ...), matched by (name, device); within one file when only "
+                      "one is given."),
+    click.option("--candidate-runtime", default=None, metavar="NAME",
+                 help="The runtime judged against --baseline-runtime  [default: halbench]"),
+]
+
+
+def _runtime_options(f):
+    for option in reversed(RUNTIME_OPTIONS):
+        f = option(f)
+    return f
+
+
 @main.command("compare")
 @click.argument("base", type=RESULTS_FILE)
-@click.argument("new", type=RESULTS_FILE)
+@click.argument("new", type=RESULTS_FILE, required=False)
 @click.option("--format", "fmt", type=click.Choice(["text", "markdown", "json"]), default="text",
               show_default=True, help="Output format (JSON is strict: null, never NaN/Infinity).")
 @_limit_options
-def compare_cmd(base: str, new: str, fmt: str, threshold: float | None,
-                noise_floor_ms: float | None, gate_file: str | None) -> None:
+@_runtime_options
+def compare_cmd(base: str, new: str | None, fmt: str, threshold: float | None,
+                noise_floor_ms: float | None, gate_file: str | None, baseline_runtime: str | None,
+                candidate_runtime: str | None) -> None:
     """Compare two results files: per benchmark, medians, change, bounds and the gate's verdict.
 
     The verdict per row is the gate's own decision with the gate's limits (from the BASE file's
     suite, --gate-file and the flags): faster, same (PASS), slower (REGRESSION) or inconclusive.
-    Devices that differ between the files are a warning here (the gate refuses them).
+    Devices that differ between the files are a warning here (the gate refuses them). Entries
+    meet by (name, device, runtime); with --baseline-runtime, that runtime's entries meet the
+    candidate runtime's by (name, device), within BASE when NEW is left out.
     """
     from halbench.bench.results import read_results
+    from halbench.errors import BadOption
     from halbench.reports.compare import compare_results, device_differences, render
+    from halbench.reports.runtimes import match
     from halbench.reports.thresholds import resolve_settings
 
-    b, n = read_results(base), read_results(new)
+    across = baseline_runtime is not None or candidate_runtime is not None
+    if new is None and not across:
+        raise BadOption("compare needs NEW, or --baseline-runtime NAME to compare runtimes within BASE")
+    b = read_results(base)
+    n = b if new is None else read_results(new)
+    new = base if new is None else new
+    sides = match(b, n, baseline_runtime, candidate_runtime, base_label=base, new_label=new)
     settings, warnings = resolve_settings(b, n, gate_file=gate_file, threshold=threshold,
                                           noise_floor_ms=noise_floor_ms)
     common = {x["device"] for x in b["benchmarks"]} & {x["device"] for x in n["benchmarks"]}
     warnings += [f"{d}: the comparison may mean little" for d in device_differences(b, n, common)]
-    click.echo(render(compare_results(b, n, settings), fmt, base_label=base, new_label=new,
-                      settings=settings, warnings=warnings))
+    labels = (f"{base} [{sides.base_runtime}]", f"{new} [{sides.new_runtime}]") if across else (base, new)
+    click.echo(render(compare_results(b, n, settings, sides), fmt, base_label=labels[0],
+                      new_label=labels[1], settings=settings, warnings=warnings))
     if fmt == "json":
         for w in warnings:
             click.echo(f"warning: {w}", err=True)
 
 
 @main.command("gate")
-@click.option("--baseline", required=True, type=RESULTS_FILE, help="Results of the reference run.")
+@click.option("--baseline", default=None, type=RESULTS_FILE,
+              help="Results of the reference run  [default: the candidate, with --baseline-runtime]")
 @click.option("--candidate", required=True, type=RESULTS_FILE, help="Results of the run to judge.")
 @_limit_options
+@_runtime_options
 @click.option("--inconclusive", "inconclusive", type=click.Choice(["report", "pass", "fail"]),
               default="report", show_default=True,
               help="What INCONCLUSIVE exits with: report (3), pass (0) or fail (1).")
@@ -521,10 +552,10 @@ def compare_cmd(base: str, new: str, fmt: str, threshold: float | None,
               help="Judge even when device UUID, name or driver version differ.")
 @click.option("--debug", is_flag=True, help="Show the traceback of an internal error.")
 @click.pass_context
-def gate_cmd(ctx: click.Context, baseline: str, candidate: str, threshold: float | None,
-             noise_floor_ms: float | None, gate_file: str | None, inconclusive: str,
-             summary: str | None, junit: str | None, allow_device_mismatch: bool,
-             debug: bool) -> None:
+def gate_cmd(ctx: click.Context, baseline: str | None, candidate: str, threshold: float | None,
+             noise_floor_ms: float | None, gate_file: str | None, baseline_runtime: str | None,
+             candidate_runtime: str | None, inconclusive: str, summary: str | None,
+             junit: str | None, allow_device_mismatch: bool, debug: bool) -> None:
     """Judge CANDIDATE against BASELINE: PASS, REGRESSION or INCONCLUSIVE.
 
     \b
@@ -543,6 +574,14 @@ def gate_cmd(ctx: click.Context, baseline: str, candidate: str, threshold: float
     from the baseline's suite, then --gate-file, then the flags; never from the candidate.
 
     \b
+    Runtimes: entries meet by (name, device, runtime). With --baseline-runtime NAME the
+    candidate runtime's entries (halbench's unless --candidate-runtime) are judged against
+    NAME's of the same (name, device), within the candidate file when --baseline is left out:
+      halbench gate --candidate r.json --baseline-runtime torch-cudagraph --threshold 0.10
+    fails when halbench is surely more than 10% slower than PyTorch. NAME's entries on a
+    device without a candidate entry are listed as unmatched, not a problem.
+
+    \b
     Exit codes:
       0  PASS (also INCONCLUSIVE with --inconclusive=pass)
       1  REGRESSION (also INCONCLUSIVE with --inconclusive=fail)
@@ -550,16 +589,26 @@ def gate_cmd(ctx: click.Context, baseline: str, candidate: str, threshold: float
          mismatched devices, a benchmark that could not be timed, or an internal error
       3  INCONCLUSIVE (the default --inconclusive=report)
     """
+    from halbench.errors import BadOption
     from halbench.files import check_output
     from halbench.reports import gate
 
     try:
         for path, what in ((summary, "summary"), (junit, "JUnit file")):
             if path:
-                check_output(path, baseline, candidate, what=what)
+                check_output(path, *filter(None, (baseline, candidate)), what=what)
+        if baseline is None and baseline_runtime is None and candidate_runtime is None:
+            raise BadOption("gate needs --baseline, or --baseline-runtime NAME to judge runtimes "
+                            "within the candidate")
         report = _gate_report(baseline, candidate, threshold, noise_floor_ms, gate_file,
-                              allow_device_mismatch, inconclusive)
+                              allow_device_mismatch, inconclusive, (baseline_runtime, candidate_runtime))
         _write_gate_outputs(report, summary, junit)
+    except BadOption as e:  # an option the input cannot satisfy: one line, exit 2
+        click.echo(f"halbench gate: error: {e}", err=True)
+        with contextlib.suppress(Exception):
+            _write_gate_outputs(gate.unusable_report(str(e), baseline=baseline or candidate,
+                                                     candidate=candidate), summary, junit, echo=False)
+        ctx.exit(gate.EXIT_UNUSABLE)
     except Exception as e:  # a gate that crashes must not read as "regression" (exit 1)
         if debug or ctx.meta.get("halbench.debug"):
             ctx.meta["halbench.debug"] = True  # shared with the group: it re-raises too
@@ -574,18 +623,26 @@ def gate_cmd(ctx: click.Context, baseline: str, candidate: str, threshold: float
     ctx.exit(report.exit_code)
 
 
-def _gate_report(baseline: str, candidate: str, threshold: float | None,
+def _gate_report(baseline: str | None, candidate: str, threshold: float | None,
                  noise_floor_ms: float | None, gate_file: str | None,
-                 allow_device_mismatch: bool, inconclusive: str):
+                 allow_device_mismatch: bool, inconclusive: str,
+                 runtimes: tuple[str | None, str | None] = (None, None)):
     from halbench.bench.results import read_results
+    from halbench.errors import BadOption
     from halbench.reports import gate
 
     try:
-        return gate.run_gate(read_results(baseline), read_results(candidate), threshold=threshold,
-                             noise_floor_ms=noise_floor_ms, gate_file=gate_file,
-                             allow_device_mismatch=allow_device_mismatch, inconclusive=inconclusive)
+        base = None if baseline is None else read_results(baseline)
+        cand = read_results(candidate)
+        base = cand if base is None else base  # one file: its runtimes against each other
+        return gate.run_gate(base, cand, threshold=threshold, noise_floor_ms=noise_floor_ms,
+                             gate_file=gate_file, allow_device_mismatch=allow_device_mismatch,
+                             inconclusive=inconclusive, baseline_runtime=runtimes[0],
+                             candidate_runtime=runtimes[1], labels=(baseline or candidate, candidate))
+    except BadOption:
+        raise
     except HalbenchError as e:  # unreadable files or an invalid gate file: exit 2, not 1
-        return gate.unusable_report(str(e), baseline=baseline, candidate=candidate,
+        return gate.unusable_report(str(e), baseline=baseline or candidate, candidate=candidate,
                                     inconclusive=inconclusive)
 
 

@@ -7,6 +7,7 @@ bug and keeps its traceback.
 from __future__ import annotations
 
 __all__ = [
+    "BadOption",
     "CompileError",
     "DeviceLost",
     "DriverError",
@@ -27,6 +28,13 @@ class HalbenchError(Exception):
 
 class UserError(HalbenchError, ValueError):
     """Bad input from the user or caller: a bad URI, a wrong argument, a malformed file."""
+
+
+class BadOption(UserError):
+    """An option names what its input does not have (a runtime absent from a results file):
+    exit 2, as click exits for a bad option value."""
+
+    exit_code = 2
 
 
 class DriverUnavailable(HalbenchError):

@@ -3,7 +3,9 @@
 Every row is judged by :func:`halbench.reports.decision.decide` with the limits the gate would use
 (:mod:`halbench.reports.thresholds`), so compare's ``slower`` is exactly the gate's REGRESSION and
 its ``inconclusive`` the gate's INCONCLUSIVE. Informational: benchmarks present on one side only
-are listed, not fatal (the gate is strict), and devices that differ are a warning.
+are listed, not fatal (the gate is strict), and devices that differ are a warning. Which entries
+meet is :func:`halbench.reports.runtimes.match`'s rule: by (name, device, runtime), or one runtime
+against another (``--baseline-runtime torch-cudagraph``).
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from halbench.bench.schema import HALBENCH
 from halbench.reports.decision import Decision, Limits, Pair, decide_all
+from halbench.reports.runtimes import Sides, match
 from halbench.reports.thresholds import GateSettings
 
 __all__ = ["Row", "compare_results", "decide_entries", "device_differences", "entry_pair", "fmt_ms",
@@ -45,14 +49,15 @@ def entry_pair(base: dict[str, Any], new: dict[str, Any], limits: Limits) -> tup
                       (new.get("samples") or {}).get("blocks"), base["device"])
 
 
-def decide_entries(pairs: dict[Any, tuple[dict[str, Any], dict[str, Any], Limits]]
-                   ) -> dict[Any, tuple[str, Decision]]:
+def decide_entries(pairs: dict[Any, tuple[dict[str, Any], dict[str, Any], Limits]], *,
+                   device_shift: bool = True) -> dict[Any, tuple[str, Decision]]:
     """Judge timed entry pairs together (run-to-run noise is read across a device's benchmarks):
     key -> (base entry, new entry, limits) in; key -> (samples key, Decision) out, for the pairs
-    that have samples on both sides."""
+    that have samples on both sides. ``device_shift=False`` between two runtimes of one run: there
+    the device's median change is the runtimes' gap, the very thing judged, not a machine move."""
     judged = {k: entry_pair(b, n, lim) for k, (b, n, lim) in pairs.items()}
     keys = [k for k, v in judged.items() if v is not None]
-    decisions = decide_all([judged[k][1] for k in keys])
+    decisions = decide_all([judged[k][1] for k in keys], device_shift=device_shift)
     return {k: (judged[k][0], d) for k, d in zip(keys, decisions)}
 
 
@@ -78,6 +83,8 @@ class Row:
     new_status: str | None
     samples_key: str | None
     decision: Decision | None
+    runtime: str = HALBENCH  # the candidate's (the same on both sides unless runtimes are compared)
+    across_runtimes: bool = False
 
     @property
     def verdict(self) -> str:
@@ -86,35 +93,35 @@ class Row:
         if self.base_status is None:
             return "added"
         if self.new_status is None:
-            return "removed"
+            return "unmatched" if self.across_runtimes else "removed"
         return f"{self.base_status}->{self.new_status}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "device": self.device, "kind": self.kind,
+        return {"name": self.name, "device": self.device, "runtime": self.runtime, "kind": self.kind,
                 "base_status": self.base_status, "new_status": self.new_status,
                 "samples": self.samples_key, "verdict": self.verdict,
                 "decision": self.decision.to_dict() if self.decision else None}
 
 
-def _index(doc: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
-    return {(b["name"], b["device"]): b for b in doc["benchmarks"]}
-
-
 def compare_results(base: dict[str, Any], new: dict[str, Any],
-                    settings: GateSettings | None = None) -> list[Row]:
-    """One Row per (benchmark, device) on either side, in the order base lists them."""
+                    settings: GateSettings | None = None, sides: Sides | None = None) -> list[Row]:
+    """One Row per (benchmark, device, runtime) on either side, in the order base lists them.
+
+    ``sides``: which entries meet (:func:`halbench.reports.runtimes.match`); by default each
+    entry meets the one of its own name, device and runtime.
+    """
     settings = settings or GateSettings()
-    b_idx, n_idx = _index(base), _index(new)
-    keys = list(b_idx) + [k for k in n_idx if k not in b_idx]
-    timed = {k: (b_idx[k], n_idx[k], settings.limits_for(*k)) for k in keys
-             if k in b_idx and k in n_idx and b_idx[k]["status"] == n_idx[k]["status"] == "ok"}
-    judged = decide_entries(timed)
+    sides = sides or match(base, new)
+    b_idx, n_idx = sides.base, sides.new
+    timed = {k: (b_idx[k], n_idx[k], settings.limits_for(k[0], k[1])) for k in sides.common
+             if b_idx[k]["status"] == n_idx[k]["status"] == "ok"}
+    judged = decide_entries(timed, device_shift=not sides.across_runtimes)
     rows = []
-    for key in keys:
+    for key in sides.keys:
         b, n = b_idx.get(key), n_idx.get(key)
         skey, decision = judged.get(key, (None, None))
         rows.append(Row(key[0], key[1], (b or n)["kind"], b["status"] if b else None,
-                        n["status"] if n else None, skey, decision))
+                        n["status"] if n else None, skey, decision, key[2], sides.across_runtimes))
     return rows
 
 
@@ -137,13 +144,14 @@ def fmt_bounds(d: Decision) -> str:
     return f"{d.low:+.0%}..{d.high:+.0%}"
 
 
-def _cells(row: Row) -> list[str]:
+def _cells(row: Row, runtime: bool) -> list[str]:
     d = row.decision
+    where = [row.name, row.device] + ([row.runtime] if runtime else [])
     if d is None:
-        return [row.name, row.device, "-", "-", "-", "-", "-", row.verdict]
+        return where + ["-", "-", "-", "-", "-", row.verdict]
     p = f"p={d.p_value:.2g}" if d.p_value is not None else "CI"
-    return [row.name, row.device, fmt_ms(d.base_ms), fmt_ms(d.new_ms), fmt_change(d.change),
-            fmt_bounds(d), p, row.verdict]
+    return where + [fmt_ms(d.base_ms), fmt_ms(d.new_ms), fmt_change(d.change), fmt_bounds(d), p,
+                    row.verdict]
 
 
 HEADER = ["benchmark", "device", "base ms", "new ms", "change", "bounds", "test", "verdict"]
@@ -174,7 +182,10 @@ def render(rows: list[Row], fmt: str = "text", *, base_label: str = "base",
                "settings": (settings or GateSettings()).to_dict(),
                "rows": [r.to_dict() for r in rows]}
         return json.dumps(strict_json(doc), indent=2, allow_nan=False)
-    table = [HEADER] + [_cells(r) for r in rows]
+    # A runtime column only where a peer's entries are listed: halbench-only tables stay as they were.
+    runtime = any(r.runtime != HALBENCH for r in rows)
+    header = HEADER[:2] + ["runtime"] * runtime + HEADER[2:]
+    table = [header] + [_cells(r, runtime) for r in rows]
     counts: dict[str, int] = {}
     for r in rows:
         counts[r.verdict] = counts.get(r.verdict, 0) + 1
@@ -182,12 +193,12 @@ def render(rows: list[Row], fmt: str = "text", *, base_label: str = "base",
     if fmt == "markdown":
         lines = [f"**{base_label}** → **{new_label}**: {summary}", ""]
         lines += [f"> ⚠️ warning: {w}" for w in warnings] + ([""] if warnings else [])
-        lines += ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
+        lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         lines += ["| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |" for cells in table[1:]]
         lines += ["", LEGEND + "."]
         return "\n".join(lines)
-    widths = [max(len(row[i]) for row in table) for i in range(len(HEADER))]
-    right = {2, 3, 4, 5}
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    right = {i + runtime for i in (2, 3, 4, 5)}
     out = [f"{base_label} -> {new_label}"]
     for cells in table:
         out.append("  ".join(c.rjust(w) if i in right else c.ljust(w)

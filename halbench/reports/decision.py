@@ -137,11 +137,13 @@ class Decision:
                 for k, v in d.items()}
 
 
-def decide_all(pairs: Sequence[Pair], *, beta: float = BETA) -> list[Decision]:
+def decide_all(pairs: Sequence[Pair], *, beta: float = BETA, device_shift: bool = True
+               ) -> list[Decision]:
     """Judge every pair with what its group (device) shows in the same two runs: the median
     repetition spread (a floor on each benchmark's own) and, from MIN_SHIFT_GROUP benchmarks
     on, the median change (a move of the whole device, which one pair of runs cannot pin on the
-    code)."""
+    code). ``device_shift=False`` leaves the move out: between two runtimes of one run the
+    median change is the runtimes' gap, which is what is judged."""
     spreads: dict[str, list[float]] = {}
     moves: dict[str, list[float]] = {}
     for p in pairs:
@@ -152,7 +154,8 @@ def decide_all(pairs: Sequence[Pair], *, beta: float = BETA) -> list[Decision]:
         if len(bm) >= 2 and len(nm) >= 2:
             spreads.setdefault(p.group, []).append(repetition_sd(bm, nm))
     level = {g: float(np.median(v)) for g, v in spreads.items()}
-    shift = {g: float(np.median(v)) for g, v in moves.items() if len(v) >= MIN_SHIFT_GROUP}
+    shift = {g: float(np.median(v)) for g, v in moves.items()
+             if device_shift and len(v) >= MIN_SHIFT_GROUP}
     return [decide(p.base, p.new, p.limits, base_blocks=p.base_blocks, new_blocks=p.new_blocks,
                    beta=beta, device_repetition_sd=level.get(p.group),
                    device_shift=shift.get(p.group)) for p in pairs]

@@ -11,6 +11,11 @@ Exit codes (``EXIT_*``): 0 pass, 1 regression, 2 unusable input (a benchmark mis
 devices that differ, a benchmark that could not be timed, unreadable files, an internal error),
 3 inconclusive. Unusable input outranks a regression, which outranks inconclusive. ``--inconclusive
 pass|fail`` maps 3 to 0 or 1 for CI that wants two answers.
+
+Entries meet by (name, device, runtime), or, with runtimes named (``--baseline-runtime
+torch-cudagraph``), one runtime's entries meet another's by (name, device), in one file or two
+(:mod:`halbench.reports.runtimes`): "halbench must stay within 1.1x of PyTorch". Then a baseline
+entry that meets nothing is ``unmatched``, listed and not a problem.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from typing import Any
 
+from halbench.bench.schema import HALBENCH
 from halbench.reports.compare import (
     decide_entries,
     device_differences,
@@ -27,6 +33,7 @@ from halbench.reports.compare import (
     fmt_ms,
 )
 from halbench.reports.decision import Decision, Limits
+from halbench.reports.runtimes import Sides, match, where
 from halbench.reports.thresholds import GateSettings, resolve_settings
 
 __all__ = [
@@ -55,11 +62,12 @@ _RESULT = {"faster": "pass", "same": "pass", "slower": "regression", "inconclusi
 class Outcome:
     name: str
     device: str
-    result: str  # pass | regression | inconclusive | new | skipped | unusable
+    result: str  # pass | regression | inconclusive | new | skipped | unusable | unmatched
     reason: str
     limits: Limits
     statistic: str = ""
     decision: Decision | None = None
+    runtime: str = HALBENCH  # the candidate's (the same on both sides unless runtimes are compared)
 
 
 @dataclass
@@ -72,6 +80,8 @@ class GateReport:
     candidate: str = ""
     settings: GateSettings = field(default_factory=GateSettings)
     inconclusive_mode: str = "report"
+    baseline_runtime: str | None = None  # set when one runtime is judged against another
+    candidate_runtime: str | None = None
 
     def of(self, result: str) -> list[Outcome]:
         return [o for o in self.outcomes if o.result == result]
@@ -114,7 +124,8 @@ class GateReport:
                       if self.inconclusive_mode != "report" else "")
             return (f"INCONCLUSIVE: {n(self.inconclusive)} benchmark{s(n(self.inconclusive))} "
                     f"could hide a slowdown beyond the allowance, no regression{mapped}")
-        return f"PASS: {n(self.outcomes)} benchmarks, no slowdown beyond their allowance"
+        judged = [o for o in self.outcomes if o.result != "unmatched"]
+        return f"PASS: {n(judged)} benchmarks, no slowdown beyond their allowance"
 
 
 def _statistic(key: str, d: Decision) -> str:
@@ -127,74 +138,106 @@ def _statistic(key: str, d: Decision) -> str:
     return test + (f"; {reps[0]}/{reps[1]} repetitions" if min(reps) >= 2 else "; no repetitions")
 
 
-def _judge_status(name: str, device: str, b: dict[str, Any], c: dict[str, Any], limits: Limits
-                  ) -> Outcome | str | None:
+def _judge_status(name: str, device: str, runtime: str, b: dict[str, Any], c: dict[str, Any],
+                  limits: Limits) -> Outcome | str | None:
     """An Outcome for a pair that is not timed on both sides, a string saying why it cannot be
     judged, or None when both sides are timed (the decision judges those together)."""
     bs, cs = b["status"], c["status"]
     if cs == "wrong":
-        return Outcome(name, device, "regression",
-                       f"candidate computes wrong results: {c.get('error')}", limits, "correctness")
+        return Outcome(name, device, "regression", f"candidate computes wrong results: "
+                       f"{c.get('error')}", limits, "correctness", runtime=runtime)
     if bs == cs == "skipped":
-        return Outcome(name, device, "skipped", f"skipped on both sides: {c.get('error')}", limits)
+        return Outcome(name, device, "skipped", f"skipped on both sides: {c.get('error')}", limits,
+                       runtime=runtime)
     if bs != "ok" and cs == "ok":
         # Nothing to regress from (the baseline failed or was wrong); said, not silently passed.
         return Outcome(name, device, "new", f"no baseline timing (baseline status {bs!r}); "
-                       f"candidate runs", limits)
+                       f"candidate runs", limits, runtime=runtime)
     if bs != "ok" or cs != "ok":
-        return (f"{name} on {device}: cannot judge: baseline status {bs!r}, candidate status "
-                f"{cs!r} ({c.get('error') or b.get('error')})")
+        return (f"{where(name, device, runtime)}: cannot judge: baseline status {bs!r}, candidate "
+                f"status {cs!r} ({c.get('error') or b.get('error')})")
     return None
+
+
+def _one_sided(report: GateReport, sides: Sides, settings: GateSettings) -> None:
+    """Entries that meet nothing on the other side: problems between two runs of one runtime;
+    between runtimes, a baseline entry on a device the candidate runtime has no entry on is
+    listed as unmatched (a peer runs where halbench does not), and a candidate entry no
+    baseline entry meets is counted in a note."""
+    if not sides.across_runtimes:
+        for key in sides.keys:
+            if key not in sides.new:
+                report.problems.append(f"{where(*key)}: in the baseline but missing from the candidate")
+            elif key not in sides.base:
+                report.problems.append(f"{where(*key)}: in the candidate but missing from the baseline")
+        if not sides.base or not sides.new:
+            report.problems.append("no benchmarks to judge")
+        return
+    base_rt, cand_rt = sides.base_runtime, sides.new_runtime
+    for name, dev, rt in (k for k in sides.keys if k not in sides.new):
+        report.outcomes.append(Outcome(name, dev, "unmatched", f"{base_rt} ran it on {dev}; {rt} "
+                                       f"has no entry there", settings.limits_for(name, dev), runtime=rt))
+    if sides.left_out:
+        report.notes.append(f"{sides.left_out} {cand_rt} entries have no {base_rt} entry of their "
+                            f"name and device: not judged")
+    if not sides.common:
+        report.problems.append(f"no benchmarks to judge: no {cand_rt} entry shares a name and device "
+                               f"with a {base_rt} entry")
 
 
 def run_gate(base: dict[str, Any], cand: dict[str, Any], *, threshold: float | None = None,
              noise_floor_ms: float | None = None, gate_file: str | None = None,
-             allow_device_mismatch: bool = False, inconclusive: str = "report") -> GateReport:
-    """Judge every (benchmark, device) of ``cand`` against ``base``; both are results dicts.
+             allow_device_mismatch: bool = False, inconclusive: str = "report",
+             baseline_runtime: str | None = None, candidate_runtime: str | None = None,
+             labels: tuple[str, str] = ("the baseline", "the candidate")) -> GateReport:
+    """Judge every (benchmark, device, runtime) of ``cand`` against ``base``; both are results
+    dicts. With ``baseline_runtime`` (or ``candidate_runtime``), judge the candidate runtime's
+    entries (halbench's by default) against the baseline runtime's of the same (name, device);
+    ``base`` and ``cand`` may be the same dict.
 
-    Raises UserError for an invalid gate section in the baseline or the gate file.
+    Raises UserError for an invalid gate section in the baseline or the gate file, BadOption
+    for a runtime with no entries (``labels`` name the files in that message).
     """
     if inconclusive not in INCONCLUSIVE_MODES:
         raise ValueError(f"inconclusive must be one of {', '.join(INCONCLUSIVE_MODES)}")
+    sides = match(base, cand, baseline_runtime, candidate_runtime, base_label=labels[0],
+                  new_label=labels[1])
     settings, warnings = resolve_settings(base, cand, gate_file=gate_file, threshold=threshold,
                                           noise_floor_ms=noise_floor_ms)
     report = GateReport([], warnings=warnings, baseline=base["run"]["id"],
                         candidate=cand["run"]["id"], settings=settings,
-                        inconclusive_mode=inconclusive)
-    b_idx = {(b["name"], b["device"]): b for b in base["benchmarks"]}
-    c_idx = {(c["name"], c["device"]): c for c in cand["benchmarks"]}
-    for name, dev in b_idx.keys() - c_idx.keys():
-        report.problems.append(f"{name} on {dev}: in the baseline but missing from the candidate")
-    for name, dev in c_idx.keys() - b_idx.keys():
-        report.problems.append(f"{name} on {dev}: in the candidate but missing from the baseline")
-    if not b_idx or not c_idx:
-        report.problems.append("no benchmarks to judge")
-    common = [k for k in c_idx if k in b_idx]
-    mismatch = device_differences(base, cand, {dev for _, dev in common})
+                        inconclusive_mode=inconclusive, baseline_runtime=sides.base_runtime,
+                        candidate_runtime=sides.new_runtime)
+    _one_sided(report, sides, settings)
+    b_idx, c_idx = sides.base, sides.new
+    common = [k for k in c_idx if k in b_idx]  # in the candidate's order
+    mismatch = device_differences(base, cand, {dev for _, dev, _ in common})
     if mismatch and allow_device_mismatch:
         report.notes += [f"allowed by --allow-device-mismatch: {m}" for m in mismatch]
     else:
         report.problems += [m + " (use --allow-device-mismatch to compare anyway)" for m in mismatch]
     timed, judged_by_status = {}, {}
     for key in common:
-        limits = settings.limits_for(*key)
+        limits = settings.limits_for(key[0], key[1])
         status = _judge_status(*key, b_idx[key], c_idx[key], limits)
         if status is None:
             timed[key] = (b_idx[key], c_idx[key], limits)
         else:
             judged_by_status[key] = status
-    decided = decide_entries(timed)
+    decided = decide_entries(timed, device_shift=not sides.across_runtimes)
     for key in common:
-        limits = settings.limits_for(*key)
+        name, dev, rt = key
+        limits = settings.limits_for(name, dev)
         judged = judged_by_status.get(key)
         if key in decided:
             skey, d = decided[key]
-            judged = Outcome(*key, _RESULT[d.verdict], d.reason, limits, _statistic(skey, d), d)
+            judged = Outcome(name, dev, _RESULT[d.verdict], d.reason, limits, _statistic(skey, d), d,
+                             runtime=rt)
         elif judged is None:
-            judged = f"{key[0]} on {key[1]}: cannot judge: no timing samples on one side"
+            judged = f"{where(*key)}: cannot judge: no timing samples on one side"
         if isinstance(judged, str):
             report.problems.append(judged)
-            report.outcomes.append(Outcome(*key, "unusable", judged, limits))
+            report.outcomes.append(Outcome(name, dev, "unusable", judged, limits, runtime=rt))
         else:
             report.outcomes.append(judged)
     return report
@@ -211,23 +254,36 @@ _HEADER = ["benchmark", "device", "base ms", "cand ms", "change", "bounds", "all
            "statistic", "why"]
 
 
-def _row(o: Outcome) -> list[str]:
+def _with_runtime(r: GateReport) -> bool:
+    """A runtime column only where a peer's entries are listed: halbench-only reports stay as they were."""
+    return any(o.runtime != HALBENCH for o in r.outcomes)
+
+
+def _header(r: GateReport) -> list[str]:
+    return _HEADER[:2] + ["runtime"] * _with_runtime(r) + _HEADER[2:]
+
+
+def _row(o: Outcome, runtime: bool = False) -> list[str]:
     d = o.decision
     allowance = f"+{d.allowance:.0%}" if d and d.low is not None else f"+{o.limits.threshold:.0%}"
-    return [o.name, o.device, fmt_ms(d.base_ms) if d else "-", fmt_ms(d.new_ms) if d else "-",
-            fmt_change(d.change) if d else "-", fmt_bounds(d) if d else "-", allowance,
-            o.result.upper(), o.statistic or "-", o.reason]
+    return [o.name, o.device] + [o.runtime] * runtime + [
+        fmt_ms(d.base_ms) if d else "-", fmt_ms(d.new_ms) if d else "-",
+        fmt_change(d.change) if d else "-", fmt_bounds(d) if d else "-", allowance,
+        o.result.upper(), o.statistic or "-", o.reason]
 
 
 def _settings_line(r: GateReport) -> str:
     s = r.settings
-    return (f"baseline {r.baseline} vs candidate {r.candidate}; threshold +{s.threshold:.0%} "
+    base = r.baseline + (f" ({r.baseline_runtime})" if r.baseline_runtime else "")
+    cand = r.candidate + (f" ({r.candidate_runtime})" if r.candidate_runtime else "")
+    return (f"baseline {base} vs candidate {cand}; threshold +{s.threshold:.0%} "
             f"(per-benchmark overrides: {len(s.overrides)}), noise floor {s.noise_floor_ms:g} ms, "
             f"alpha {s.alpha:g} one-sided; limits from {', '.join(s.sources)}")
 
 
 def render_text(r: GateReport) -> str:
-    rows = [_HEADER[:-2]] + [_row(o)[:-2] for o in r.outcomes]
+    runtime = _with_runtime(r)
+    rows = [_header(r)[:-2]] + [_row(o, runtime)[:-2] for o in r.outcomes]
     widths = [max(len(x[i]) for x in rows) for i in range(len(rows[0]))]
     out = [_settings_line(r)]
     for i, cells in enumerate(rows):
@@ -243,8 +299,9 @@ def render_text(r: GateReport) -> str:
 
 
 _ICON = {"pass": "✅", "regression": "❌", "inconclusive": "❔", "new": "🆕", "skipped": "⏭️",
-         "unusable": "⚠️"}
-_ORDER = {"regression": 0, "unusable": 1, "inconclusive": 2, "new": 3, "pass": 4, "skipped": 5}
+         "unusable": "⚠️", "unmatched": "➖"}
+_ORDER = {"regression": 0, "unusable": 1, "inconclusive": 2, "new": 3, "pass": 4, "skipped": 5,
+          "unmatched": 6}
 _EXPLAIN = ("REGRESSION: surely slower than the allowance (the threshold, or the noise floor where "
             "larger; the change's 99% lower bound above it, and a one-sided Mann-Whitney U test on "
             "the samples agreeing). PASS: the change's 95% upper bound is within the allowance. "
@@ -261,9 +318,10 @@ def render_markdown(r: GateReport) -> str:
         lines += ["### Unusable input", ""] + [f"- {p}" for p in r.problems] + [""]
     if r.warnings or r.notes:
         lines += [f"> ⚠️ {w}" for w in r.warnings] + [f"> {n}" for n in r.notes] + [""]
-    lines += ["| | " + " | ".join(_HEADER) + " |", "|---|" + "---|" * len(_HEADER)]
+    header, runtime = _header(r), _with_runtime(r)
+    lines += ["| | " + " | ".join(header) + " |", "|---|" + "---|" * len(header)]
     for o in sorted(r.outcomes, key=lambda o: _ORDER[o.result]):
-        cells = [c.replace("|", "\\|") for c in _row(o)]
+        cells = [c.replace("|", "\\|") for c in _row(o, runtime)]
         lines.append(f"| {_ICON[o.result]} | " + " | ".join(cells) + " |")
     lines += ["", _EXPLAIN]
     return "\n".join(lines) + "\n"
@@ -280,7 +338,8 @@ def render_junit(r: GateReport) -> str:
                  ("inconclusive", r.inconclusive_mode)):
         ET.SubElement(props, "property", name=k, value=str(v))
     for o in r.outcomes:
-        case = ET.SubElement(suite, "testcase", classname=f"halbench.gate.{o.device}", name=o.name,
+        name = o.name if o.runtime == HALBENCH else f"{o.name} ({o.runtime})"
+        case = ET.SubElement(suite, "testcase", classname=f"halbench.gate.{o.device}", name=name,
                              time=f"{(o.decision.new_ms / 1e3) if o.decision else 0:.6f}")
         if o.result == "regression":
             ET.SubElement(case, "failure", message=o.reason, type="regression").text = o.statistic
@@ -288,7 +347,7 @@ def render_junit(r: GateReport) -> str:
             ET.SubElement(case, "failure", message=o.reason, type="inconclusive").text = o.statistic
         elif o.result == "unusable":
             ET.SubElement(case, "error", message=o.reason, type="unusable")
-        elif o.result in ("skipped", "new", "inconclusive"):
+        elif o.result in ("skipped", "new", "inconclusive", "unmatched"):
             ET.SubElement(case, "skipped", message=f"{o.result}: {o.reason}")
         else:
             ET.SubElement(case, "system-out").text = f"{o.statistic}: {o.reason}"

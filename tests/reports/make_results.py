@@ -30,7 +30,7 @@ from halbench.probe.info import (
     Timing,
 )
 
-__all__ = ["DEVICES", "MODELS", "main", "make_results", "set_repetitions"]
+__all__ = ["DEVICES", "HOST_CPU", "MODELS", "PEERS", "main", "make_results", "set_repetitions"]
 
 H100_UUID = "GPU-5f1c2a7e-93b4-4d8e-a1c2-0e6f7d8a9b10"
 
@@ -202,6 +202,71 @@ def _bench(rng, key, uri, dev, name, kind, flops, nbytes, items, dispatches, slo
     return bench, t + 2_000_000
 
 
+#: The host CPU a CPU peer (onnxruntime-cpu, iree-cpu) runs on; halbench runs no model there.
+HOST_CPU = "local-task://"
+_HOST_CPU_INFO = {"driver": "local-task", "uri": HOST_CPU,
+                  "identity": {"name": "Intel(R) Xeon(R) Platinum 8480+", "vendor": "Intel",
+                               "device_type": "cpu", "api": "host", "arch": "x86_64"}}
+#: runtime -> (the device it runs on: a DEVICES key, or HOST_CPU; its runtime_info)
+PEERS: dict[str, tuple[str, dict[str, Any]]] = {
+    "torch-cudagraph": ("h100-cuda", {"peer": "torch/cudagraph", "version": "2.11.0",
+                                      "settings": {"precision": "fp32", "tf32": False}}),
+    "torch-compile": ("h100-cuda", {"peer": "torch/compile", "version": "2.11.0",
+                                    "settings": {"precision": "fp32", "mode": "max-autotune"}}),
+    "torch-eager": ("h100-cuda", {"peer": "torch/eager", "version": "2.11.0",
+                                  "settings": {"precision": "fp32", "tf32": False}}),
+    "onnxruntime-cuda": ("h100-cuda", {"peer": "onnxruntime/cuda", "version": "1.23.2",
+                                       "settings": {"provider": "CUDAExecutionProvider"},
+                                       "note": "2 nodes fell back to the CPU provider"}),
+    "onnxruntime-cpu": (HOST_CPU, {"peer": "onnxruntime/cpu", "version": "1.23.2",
+                                   "settings": {"provider": "CPUExecutionProvider", "threads": 16}}),
+    "iree-cuda": ("h100-cuda", {"peer": "iree/cuda", "version": "3.8.0",
+                                "settings": {"target": "sm_90"}}),
+    "iree-vulkan": ("h100-vulkan", {"peer": "iree/vulkan", "version": "3.8.0",
+                                    "settings": {"target": "nvidia"}}),
+}
+
+
+def _peer_entries(rng: np.random.Generator, benchmarks: list[dict[str, Any]],
+                  peers: dict[str, float | dict[str, float]]) -> tuple[list[dict[str, Any]], bool]:
+    """Entries of peer runtimes for every model halbench timed on the peer's device, each taking
+    ``ratio`` times halbench's median there (a CPU peer: times halbench's on the first device);
+    True when a CPU peer ran (its device joins ``devices``)."""
+    out, host = [], False
+    models = [b for b in benchmarks if b["kind"] == "model" and b["status"] == "ok"]
+    for runtime, ratios in peers.items():
+        dev_key, info = PEERS[runtime]
+        uri = HOST_CPU if dev_key == HOST_CPU else URIS[dev_key]
+        for b in models:
+            if dev_key != HOST_CPU and b["device"] != uri:
+                continue
+            if dev_key == HOST_CPU and b["device"] != models[0]["device"]:
+                continue
+            ratio = ratios.get(b["name"], 1.0) if isinstance(ratios, dict) else ratios
+            noise = DEVICES[dev_key].noise if dev_key != HOST_CPU else 0.03
+            n = len(b["samples"]["device_ms"])
+            median = float(np.median(b["samples"]["device_ms"])) * ratio
+            x = median * rng.lognormal(0.0, noise, n)
+            device_ms = [round(float(v), 6) for v in x]
+            host = host or dev_key == HOST_CPU
+            out.append({
+                "name": b["name"], "kind": "model", "device": uri,
+                "driver": "local-task" if dev_key == HOST_CPU else b["driver"],
+                "runtime": runtime, "runtime_info": info, "format": None, "status": "ok",
+                "error": None, "params": b["params"], "compile": {},
+                "correctness": {"checked": True, "passed": True, "max_abs_error": 2e-6,
+                                "rel_error": 8e-7, "tolerance": 1e-4,
+                                "reference": "onnxruntime-cpu"},
+                "timing": {"warmup": 3, "min_time_s": 1.0, "min_samples": 10,
+                           "calibrated": dev_key != HOST_CPU, "calibration_deviation_ns": None,
+                           "total_source": "timestamps" if dev_key != HOST_CPU else "unprofiled"},
+                # A CPU peer has no device timestamps: host wall time only.
+                "samples": ({"device_ms": [], "host_ms": device_ms} if dev_key == HOST_CPU else
+                            {"device_ms": device_ms, "host_ms": [round(v + 0.02, 6) for v in device_ms]}),
+                "metrics": b["metrics"], "dispatches": [], "environment": {}})
+    return out, host
+
+
 def _micros(dev_key: str, dev: FakeDevice) -> list[tuple[str, float, float, str | None]]:
     """(name, flops, bytes, skip reason) of the peak micro-benchmarks."""
     mb = 256 * 2**20 if dev.info.identity.device_type != "cpu" else 64 * 2**20
@@ -222,14 +287,19 @@ def make_results(*, seed: int = 0, devices: tuple[str, ...] = ("h100-vulkan", "l
                  run_id: str | None = None, gate: dict[str, Any] | None = None,
                  throttle: bool = False, wrong: str | None = None,
                  driver_version: str | None = None, repetitions: int = 1,
-                 repetition_noise: float = 0.01) -> dict[str, Any]:
-    """One results dict (schema version 1).
+                 repetition_noise: float = 0.01,
+                 peers: dict[str, float | dict[str, float]] | None = None) -> dict[str, Any]:
+    """One results dict (schema version 2).
 
     ``seed`` makes the noise differ between runs; the model structure (dispatch names, flops,
     bytes) depends only on the model name, as it would for two runs of one suite.
     ``slowdown`` multiplies model times (a float for all, or name -> factor).
     ``repetitions`` > 1 stores that many repetitions per benchmark (``samples.blocks``), each
     shifted by its own lognormal factor of sigma ``repetition_noise``, as a suite's repetitions.
+    ``peers``: runtime (a key of PEERS) -> the ratio of its time to halbench's on the same device
+    (a float for all models, or name -> ratio), e.g. ``{"torch-cudagraph": 0.6,
+    "onnxruntime-cpu": 3.0}``; a CPU peer runs on HOST_CPU, its ratio against halbench's first
+    device.
     """
     rng = np.random.default_rng(seed)
     offset = float(rng.lognormal(0.0, run_offset))  # per run: another boot, another clock ramp
@@ -283,6 +353,11 @@ def make_results(*, seed: int = 0, devices: tuple[str, ...] = ("h100-vulkan", "l
     for b in benchmarks:
         b.setdefault("runtime", "halbench")
         b.setdefault("runtime_info", {})
+    if peers:
+        more, host = _peer_entries(rng, benchmarks, peers)
+        benchmarks += more
+        if host:
+            doc_devices[HOST_CPU] = _HOST_CPU_INFO
     if repetitions > 1:
         _repeat(benchmarks, repetitions, repetition_noise, np.random.default_rng(seed + 7919))
     if gate is None:
@@ -316,12 +391,13 @@ def _repeat(benchmarks: list[dict[str, Any]], k: int, noise: float, rng: np.rand
         if b["status"] != "ok":
             continue
         dev, host = (np.asarray(b["samples"][key]) for key in ("device_ms", "host_ms"))
+        count = max(len(dev), len(host))  # a CPU peer has host time only
         out_d, out_h = [], []
         for _ in range(k):
-            f, order = float(rng.lognormal(0.0, noise)), rng.permutation(len(dev))
-            out_d += [round(float(v) * f, 6) for v in dev[order]]
-            out_h += [round(float(v) * f, 6) for v in host[order]]
-        b["samples"] = {"device_ms": out_d, "host_ms": out_h, "blocks": [len(dev)] * k}
+            f, order = float(rng.lognormal(0.0, noise)), rng.permutation(count)
+            out_d += [round(float(v) * f, 6) for v in dev[order]] if len(dev) else []
+            out_h += [round(float(v) * f, 6) for v in host[order]] if len(host) else []
+        b["samples"] = {"device_ms": out_d, "host_ms": out_h, "blocks": [count] * k}
 
 
 def set_repetitions(doc: dict[str, Any], name: str, device: str, medians: list[float], *,
