@@ -12,7 +12,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["Ceiling", "Series", "latency_chart", "roofline_chart"]
+__all__ = ["Ceiling", "Series", "latency_chart", "roofline_chart", "runtime_chart"]
 
 PALETTE = ["#4269d0", "#efb118", "#ff725c", "#6cc5b0", "#3ca951", "#ff8ab7", "#a463f2",
            "#97bbf5", "#9c6b4e", "#9498a0"]
@@ -150,3 +150,48 @@ def roofline_chart(title: str, points: dict[str, list[tuple[float, float]]],
     if points:
         ax.legend(fontsize=7, frameon=False, loc="lower right", markerscale=1.5)
     return _svg(fig, salt)
+
+
+def runtime_chart(title: str, models: Sequence[str], runtimes: Sequence[str],
+                  values: Sequence[Sequence[tuple[float, float] | None]],
+                  colors: dict[str, str], salt: str) -> str:
+    """Grouped bars: per model, one bar per runtime as long as its time relative to the fastest
+    runtime of that model (1 = fastest), labelled with the median and the ratio.
+
+    ``values[model][runtime]``: (median ms, ratio) or None where that runtime has no time.
+    """
+    _, plt = _plt()
+    k = max(1, len(runtimes))
+    fig, ax = plt.subplots(figsize=(9, 0.9 + 0.24 * len(models) * k))
+    step = 0.8 / k
+    top = max((v[1] for row in values for v in row if v), default=1.0)
+    for i, runtime in enumerate(runtimes):
+        ys, ratios, labels = [], [], []
+        for j, row in enumerate(values):
+            v = row[i]
+            y = j + (i - (k - 1) / 2) * step
+            if v is None:
+                ax.text(0.02 * top, y, "no time", va="center", fontsize=7, color="#999")
+                continue
+            ys.append(y)
+            ratios.append(v[1])
+            labels.append(f"{_ms(v[0])} ms · {v[1]:.2f}×")
+        bars = ax.barh(ys, ratios, height=step * 0.9, color=colors[runtime], label=runtime)
+        for bar, text in zip(bars, labels):
+            ax.text(bar.get_width() + 0.01 * top, bar.get_y() + bar.get_height() / 2, text,
+                    va="center", fontsize=7, color="#333")
+    ax.axvline(1.0, color="#333", linewidth=0.8)
+    ax.set_xlim(0, top * 1.3)
+    ax.set_yticks(range(len(models)), models)
+    ax.invert_yaxis()
+    ax.set_xlabel("time per run relative to the fastest runtime of the model (1× = fastest)")
+    ax.set_title(title, fontsize=10, loc="left")
+    _style(ax)
+    ax.grid(False, axis="y")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.5 / (len(models) + 1) - 0.1),
+              ncol=min(4, k), frameon=False, fontsize=8)
+    return _svg(fig, salt)
+
+
+def _ms(value: float) -> str:
+    return f"{value:,.1f}" if value >= 100 else f"{value:.3g}"

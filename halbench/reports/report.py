@@ -30,6 +30,13 @@ def _charts(ctx: dict[str, Any]) -> None:
         ctx["latency_svg"] = charts.latency_chart([r["name"] for r in models["rows"]], series)
     else:
         ctx["latency_svg"] = ""
+    runtimes = ctx["runtimes"]["runtimes"]
+    colors = {r: charts.PALETTE[i % len(charts.PALETTE)] for i, r in enumerate(runtimes)}
+    for i, chart in enumerate(ctx["runtimes"]["charts"]):
+        values = [[(c["median"], c["ratio"]) if c["ratio"] is not None else None for c in row["cells"]]
+                  for row in chart["rows"]]
+        chart["svg"] = charts.runtime_chart(chart["title"], [r["name"] for r in chart["rows"]],
+                                            chart["runtimes"], values, colors, salt=f"runtimes{i}")
     for i, roof in enumerate(ctx["rooflines"]):
         ceilings = [charts.Ceiling(**c) for c in roof["ceilings"]]
         roof["svg"] = charts.roofline_chart(roof["title"], roof["points"], ceilings, salt=f"roof{i}")
@@ -44,8 +51,8 @@ def render_report(paths: list[str | os.PathLike]) -> str:
     ctx = build_context(docs)
     _charts(ctx)
     ctx["latency_svg"] = Markup(ctx["latency_svg"])  # our own matplotlib output, not user text
-    for roof in ctx["rooflines"]:
-        roof["svg"] = Markup(roof["svg"])
+    for item in ctx["rooflines"] + ctx["runtimes"]["charts"]:
+        item["svg"] = Markup(item["svg"])
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("halbench.reports", "templates"),
         autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)

@@ -1,7 +1,8 @@
 """Turn results dicts into the plain data the HTML report shows (no HTML, no charts here).
 
 A *column* is one device in one results file: several files side by side give several columns,
-and ratios are taken against the first column that has the benchmark.
+and ratios are taken against the first column that has the benchmark. Columns hold halbench's own
+entries; peers' (``runtime`` other than halbench) go to :mod:`halbench.reports.report_runtimes`.
 """
 
 from __future__ import annotations
@@ -9,8 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from halbench.bench.schema import HALBENCH
 from halbench.bench.stats import Stats, noisy_warning
 from halbench.reports.compare import timing_samples
+from halbench.reports.report_runtimes import correctness_note, peer_columns, runtimes_section
+from halbench.reports.runtimes import where
 
 __all__ = ["TOP_DISPATCHES", "TOP_MODELS", "build_context", "measured_peaks", "published_peaks"]
 
@@ -34,7 +38,8 @@ def measured_peaks(doc: dict[str, Any], uri: str) -> dict[str, Any]:
     compute: dict[str, float] = {}
     latency_us = None
     for b in doc["benchmarks"]:
-        if b["device"] != uri or b["status"] != "ok" or not b["name"].startswith("peak/"):
+        if b["device"] != uri or b["status"] != "ok" or not b["name"].startswith("peak/") \
+                or b["runtime"] != HALBENCH:
             continue
         _, samples = timing_samples(b)
         median_ms = Stats(samples).median
@@ -130,7 +135,8 @@ def _cell(bench: dict[str, Any] | None) -> dict[str, Any]:
     if bench is None:
         return {"status": "absent", "median": None}
     if bench["status"] != "ok":
-        return {"status": bench["status"], "median": None, "error": bench.get("error") or ""}
+        return {"status": bench["status"], "median": None, "error": bench.get("error") or "",
+                "why": correctness_note(bench) if bench["status"] == "wrong" else ""}
     key, samples = timing_samples(bench)
     s = Stats(samples)
     items = (bench.get("metrics") or {}).get("items_per_run") or 1
@@ -193,24 +199,24 @@ def _warnings(label: str, doc: dict[str, Any]) -> list[str]:
         return list(dict.fromkeys(f"{label}: {w}" for w in doc["warnings"]))
     out = []
     for b in doc["benchmarks"]:
-        where = f"{label}: {b['name']} on {b['device']}"
+        at = f"{label}: {where(b['name'], b['device'], b['runtime'])}"
         if b["status"] in ("wrong", "error"):
-            out.append(f"{where}: {b['status']}: {b.get('error') or ''}")
+            out.append(f"{at}: {b['status']}: {b.get('error') or ''}")
         if b["status"] == "ok":
             s = Stats(timing_samples(b)[1])
             if noisy_warning(s):
-                out.append(f"{where}: {noisy_warning(s)}")
+                out.append(f"{at}: {noisy_warning(s)}")
             if (b.get("timing") or {}).get("calibrated") is False:
-                out.append(f"{where}: timestamps uncalibrated")
+                out.append(f"{at}: timestamps uncalibrated")
         after = (b.get("environment") or {}).get("after") or {}
         if after.get("throttle_reasons"):
-            out.append(f"{where}: throttling seen ({', '.join(after['throttle_reasons'])})")
+            out.append(f"{at}: throttling seen ({', '.join(after['throttle_reasons'])})")
     return list(dict.fromkeys(out))
 
 
 def _breakdown(label: str, uri: str, doc: dict[str, Any]) -> list[dict[str, Any]]:
     models = [b for b in doc["benchmarks"] if b["device"] == uri and b["kind"] == "model"
-              and b["status"] == "ok" and b.get("dispatches")]
+              and b["status"] == "ok" and b.get("dispatches") and b["runtime"] == HALBENCH]
     models.sort(key=lambda b: -Stats(timing_samples(b)[1]).median)
     out = []
     for b in models[:TOP_MODELS]:
@@ -249,7 +255,7 @@ def _roofline(title: str, uri: str, doc: dict[str, Any], peaks: dict[str, Any]) 
     points: dict[str, list[tuple[float, float]]] = {}
     skipped = 0
     for b in doc["benchmarks"]:
-        if b["device"] != uri or b["kind"] != "model" or b["status"] != "ok":
+        if b["device"] != uri or b["kind"] != "model" or b["status"] != "ok" or b["runtime"] != HALBENCH:
             continue
         for d in b.get("dispatches") or []:
             ms = d["device_ms"]["median"]
@@ -317,10 +323,13 @@ def build_context(docs: list[tuple[Path, dict[str, Any]]]) -> dict[str, Any]:
             names = model_names if b["kind"] == "model" else micro_names
             if b["name"] not in names:
                 names.append(b["name"])
-            index[(b["name"], col["label"])] = b
+            if b["runtime"] == HALBENCH:  # peers' entries have their own columns
+                index[(b["name"], col["label"])] = b
     # Each table shows only the columns that ran something of its kind.
     model_cols = [c for c in columns if any((n, c["label"]) in index for n in model_names)]
     micro_cols = [c for c in columns if any((n, c["label"]) in index for n in micro_names)]
+    peer_cols, peers = peer_columns([(label, doc) for label, (_, doc) in zip(labels, docs)],
+                                    model_names)
     model_rows = []
     for name in model_names:
         cells = [_cell(index.get((name, c["label"]))) for c in model_cols]
@@ -334,7 +343,7 @@ def build_context(docs: list[tuple[Path, dict[str, Any]]]) -> dict[str, Any]:
                             if k["uri"] == col["uri"] and c["median"] is not None), None)
             if cell["median"] is not None and ref:
                 cell["ratio"] = cell["median"] / ref
-        model_rows.append({"name": name, "cells": cells})
+        model_rows.append({"name": name, "cells": cells, "peers": peers[name]})
     micro_rows = []
     for name in micro_names:
         cells = []
@@ -347,6 +356,8 @@ def build_context(docs: list[tuple[Path, dict[str, Any]]]) -> dict[str, Any]:
 
     breakdowns, rooflines = [], []
     for col in devcols:
+        if not any(b["device"] == col["uri"] and b["runtime"] == HALBENCH for b in col["doc"]["benchmarks"]):
+            continue  # a device only peers ran on (a host CPU): no dispatches, no roofline
         breakdowns += _breakdown(col["run"], col["uri"], col["doc"])
         title = f"{col['name']} · {col['uri']}" + (f" ({col['run']})" if len(docs) > 1 else "")
         rooflines.append(_roofline(title, col["uri"], col["doc"], col["peaks"]))
@@ -357,7 +368,8 @@ def build_context(docs: list[tuple[Path, dict[str, Any]]]) -> dict[str, Any]:
         "columns": _public(columns),
         "devices": {"columns": [f"{c['name']}" for c in devcols],
                     "uris": [c["uri"] for c in devcols], "rows": _device_rows(devcols)},
-        "models": {"rows": model_rows, "columns": _public(model_cols)},
+        "models": {"rows": model_rows, "columns": _public(model_cols), "peer_columns": peer_cols},
+        "runtimes": runtimes_section([(label, doc) for label, (_, doc) in zip(labels, docs)]),
         "ratio_reference": "the same device's median in the first file" if len(docs) > 1
         else "the first column's median",
         "micros": {"rows": micro_rows, "columns": _public(micro_cols)},

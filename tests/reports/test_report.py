@@ -103,3 +103,82 @@ def test_report_renders_in_headless_chromium(two_runs, tmp_path: Path) -> None:
     # The latency chart's markers: the palette's orange (#efb118) is used by no CSS rule.
     orange = int((np.abs(pixels - [0xEF, 0xB1, 0x18]).max(axis=1) < 40).sum())
     assert orange > 100, "no chart markers in the screenshot"
+
+
+def _tables(html: str) -> list[list[list[str]]]:
+    """Every table of the page as rows of cell texts (th and td)."""
+    from html.parser import HTMLParser
+
+    class Tables(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.tables: list[list[list[str]]] = []
+            self.cell: list[str] | None = None
+
+        def handle_starttag(self, tag, attrs):
+            if tag == "table":
+                self.tables.append([])
+            elif tag == "tr" and self.tables:
+                self.tables[-1].append([])
+            elif tag in ("td", "th") and self.tables:
+                self.cell = []
+
+        def handle_endtag(self, tag):
+            if tag in ("td", "th") and self.cell is not None:
+                self.tables[-1][-1].append(" ".join(" ".join(self.cell).split()))
+                self.cell = None
+
+        def handle_data(self, data):
+            if self.cell is not None:
+                self.cell.append(data)
+
+    parser = Tables()
+    parser.feed(html)
+    return parser.tables
+
+
+def test_report_compares_runtimes(tmp_path: Path) -> None:
+    doc = make_results(seed=1, wrong="resnet50/b1", peers={
+        "torch-cudagraph": 0.6, "onnxruntime-cuda": 0.9, "onnxruntime-cpu": 3.0})
+    wrong = next(b for b in doc["benchmarks"] if b["status"] == "wrong")
+    wrong["correctness"].update(reference="onnxruntime-cpu", local_sync_rel_error=0.3)
+    html = render_report([write_results(tmp_path / "r.json", doc)])
+    assert 'id="runtimes"' in html
+    # One runtime chart per device where halbench and a peer both ran; roofline per halbench device.
+    assert html.count("<svg") == 1 + 1 + 3
+    tables = _tables(html)
+    models = next(t for t in tables if t[0][0] == "model" and any("cuda://0" in c for c in t[0]))
+    header = models[0]
+    assert [h for h in header if "time / halbench" in h] == [
+        "onnxruntime-cpu time / halbench's", "onnxruntime-cuda time / halbench's",
+        "torch-cudagraph time / halbench's"]
+    col = header.index("torch-cudagraph time / halbench's")
+    for row in models[1:]:
+        ratio = float(row[col].split("×")[0])
+        assert abs(ratio - 0.6) < 0.03, row  # the peer's time / halbench's on cuda://0
+        assert "on cuda://0" in row[col]
+    assert "the peer is faster" in html
+    assert 'title="2 nodes fell back to the CPU provider · version 1.23.2' in html  # runtime_info note
+    # The chart's numbers as a table: every model, every runtime on cuda://0, ratio to the fastest.
+    cuda = next(t for t in tables if t[0] == ["model", "halbench", "onnxruntime-cuda", "torch-cudagraph"])
+    assert len(cuda) == 1 + 4 and all(row[3].endswith("1.00×") for row in cuda[1:])
+    elsewhere = next(t for t in tables if "runtime@device" in t[0])
+    assert {row[1] for row in elsewhere[1:]} == {"onnxruntime-cpu@local-task://"}
+    assert all(row[4] == "cuda://0" for row in elsewhere[1:])  # halbench's fastest device
+    # A wrong entry names its reference and whether local-sync shares the bug.
+    assert "reference: onnxruntime-cpu; local-sync agrees with halbench (compiler bug shared by " \
+           "local-sync)" in html
+    wrong["correctness"]["local_sync_rel_error"] = 1e-7
+    html = render_report([write_results(tmp_path / "r.json", doc)])
+    assert "reference: onnxruntime-cpu; local-sync disagrees" in html
+
+
+def test_report_escapes_runtime_names(tmp_path: Path) -> None:
+    doc = make_results(seed=1, devices=("h100-cuda",), micros=False, peers={"torch-cudagraph": 0.6})
+    for b in doc["benchmarks"]:
+        if b["runtime"] != "halbench":
+            b["runtime"] = "<b>evil</b>"
+            b["runtime_info"] = {"note": '"><script>x()</script>'}
+    html = render_report([write_results(tmp_path / "x.json", doc)])
+    assert "<b>evil" not in html and "&lt;b&gt;evil&lt;/b&gt;" in html
+    assert "<script>x()" not in html
