@@ -80,6 +80,29 @@ def main() -> None:
     """
 
 
+@main.command("list-peers")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def list_peers_cmd(fmt: str) -> None:
+    """The peer runtimes run-suite --peer takes: modes, device kinds, installed or why not."""
+    from halbench.peers import get_peer, peer_names
+
+    rows = []
+    for name in peer_names():
+        peer = get_peer(name)
+        why = peer.missing()
+        rows.append({"peer": name, "installed": why is None, "version": peer.version() if why is None else None,
+                     "reason": why, "modes": {m: {"devices": list(k), "what": d} for m, (k, d) in peer.modes.items()}})
+    if fmt == "json":
+        click.echo(json.dumps(rows, indent=1))
+        return
+    for r in rows:
+        state = f"{r['version']}" if r["installed"] else f"unavailable: {r['reason']}"
+        click.echo(f"{r['peer']:12} {state}")
+        for m, d in r["modes"].items():
+            spec = r["peer"] if m == "default" else f"{r['peer']}/{m}"
+            click.echo(f"  {spec:22} {', '.join(d['devices']):18} {d['what']}")
+
+
 @main.command("list-drivers")
 @FORMAT
 def list_drivers(fmt: str) -> None:
@@ -109,8 +132,12 @@ def list_drivers(fmt: str) -> None:
 @click.option("--report", "report_path", default=None, help="Also write an HTML report here.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @click.option("--resume", is_flag=True, help="Continue an interrupted run from OUTPUT.partial.")
+@click.option("--peer", "peers", multiple=True,
+              help="Also run every model with this peer runtime on the same devices (repeatable): "
+                   "torch/eager, torch/cudagraph, torch/compile, onnxruntime/cpu, onnxruntime/cuda, "
+                   "onnxruntime/tensorrt, iree. `halbench list-peers` says which are installed.")
 def run_suite_cmd(suite: str, output: str, devices: tuple[str, ...], only: tuple[str, ...],
-                  report_path: str | None, no_progress: bool, resume: bool) -> None:
+                  report_path: str | None, no_progress: bool, resume: bool, peers: tuple[str, ...]) -> None:
     """Run a benchmark SUITE (a YAML file, or a shipped suite name: smoke, models, device-peaks).
 
     Exit codes: 0 every benchmark ran and was correct (a benchmark skipped because its device or
@@ -123,13 +150,21 @@ def run_suite_cmd(suite: str, output: str, devices: tuple[str, ...], only: tuple
 
     if report_path:
         check_output(report_path, output, what="report")
+    from halbench.peers import parse_peer
+
+    peer_specs = [parse_peer(p) for p in peers]
     s = load_suite(suite)
     results = run_suite(s, output, devices=list(devices) or None, only=list(only) or None,
-                        progress=not no_progress, command_line=["halbench", *sys.argv[1:]], resume=resume)
+                        progress=not no_progress, command_line=["halbench", *sys.argv[1:]], resume=resume,
+                        peers=peer_specs)
     counts: dict[str, int] = {}
     for b in results["benchmarks"]:
         counts[b["status"]] = counts.get(b["status"], 0) + 1
     summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+    skipped_peers = {(b["runtime"], b["device"], b.get("error")) for b in results["benchmarks"]
+                     if b.get("runtime", "halbench") != "halbench" and b["status"] == "skipped"}
+    for runtime, device, why in sorted(skipped_peers, key=str):
+        click.echo(f"peer {runtime} skipped on {device}: {why}", err=True)
     click.echo(f"{s.name}: {len(results['benchmarks'])} benchmark runs ({summary}) -> {output}")
     warnings = results["warnings"]
     for w in warnings[:5]:

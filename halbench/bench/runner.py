@@ -26,7 +26,9 @@ import numpy as np
 from halbench import __version__
 from halbench.bench.environment import read_environment
 from halbench.bench.journal import Journal
+from halbench.bench.peer_runs import peer_pairs, run_peer
 from halbench.bench.schema import (
+    HALBENCH,
     BenchmarkResult,
     Correctness,
     DispatchStat,
@@ -102,16 +104,20 @@ def _write(path: Path, doc: ResultsDoc) -> dict[str, Any]:
 
 def run_suite(suite: Suite, output: str | os.PathLike, *, devices: list[str] | None = None,
               only: list[str] | None = None, progress: bool = True,
-              command_line: list[str] | None = None, resume: bool = False) -> dict[str, Any]:
+              command_line: list[str] | None = None, resume: bool = False,
+              peers: list[Any] | None = None) -> dict[str, Any]:
     """Run every benchmark of ``suite`` on every matching device and write ``output``.
 
     ``output`` is checked before any work and written once, atomically, at the end; finished
     benchmarks go to its journal as they finish (``journal.py``), so an interrupted run loses
-    nothing and ``resume=True`` continues it. A run that selects nothing raises NothingToDo."""
+    nothing and ``resume=True`` continues it. A run that selects nothing raises NothingToDo.
+    ``peers``: PeerSpecs to run beside the suite's own ``peers:`` on every model benchmark."""
     from halbench.files import check_output, exclusive
 
     check_output(output, suite.path, what="results file")
     with exclusive(output, "results file"):
+        if peers:
+            suite = replace(suite, peers=tuple(dict.fromkeys(tuple(suite.peers) + tuple(peers))))
         return _run_suite(suite, output, devices, only, progress, command_line, resume)
 
 
@@ -134,9 +140,10 @@ def _run_suite(suite: Suite, output: str | os.PathLike, devices: list[str] | Non
                           f"its benchmarks: {', '.join(b.name for b in suite.benchmarks)}")
     from halbench.drivers import resolve_devices
 
-    # (spec, the probed device or the pattern that named no device, why no device). Patterns
-    # are resolved once per distinct list; devices travel as DeviceInfo, not as URI strings.
-    pairs: list[tuple[BenchmarkSpec, Any, str | None]] = []
+    # (spec, the probed device or the pattern that named no device, why no device, the peer or
+    # None for halbench). Patterns are resolved once per distinct list; devices travel as
+    # DeviceInfo, not as URI strings.
+    pairs: list[tuple[BenchmarkSpec, Any, str | None, Any]] = []
     cache: dict[tuple[str, ...], tuple[list[Any], list[tuple[str, str]]]] = {}
     for spec in specs:
         pats = tuple(devices) if devices else spec.devices
@@ -144,13 +151,15 @@ def _run_suite(suite: Suite, output: str | os.PathLike, devices: list[str] | Non
             cache[pats] = resolve_devices(pats)
         infos, missing = cache[pats]
         for info in infos:
-            pairs.append((spec, info, None))
+            pairs.append((spec, info, None, None))
         for pat, reason in missing:
-            pairs.append((spec, pat, reason))
+            pairs.append((spec, pat, reason, None))
+        if spec.kind == "model":
+            pairs.extend(peer_pairs(spec, infos, suite.peers, resolve_devices))
     # Repetitions run round-robin over the whole suite, so a slow drift of the machine (load,
     # clocks, temperature) spreads over every benchmark instead of biasing one; each keeps its
     # samples per repetition (``samples.blocks``), which the gate uses as between-run noise.
-    rounds = max((s.settings.repetitions for s, _, _ in pairs), default=1)
+    rounds = max((s.settings.repetitions for s, _, _, _ in pairs), default=1)
     work = [(rep, p) for rep in range(rounds) for p in pairs if rep < p[0].settings.repetitions]
     if not work:
         raise NothingToDo(f"suite {suite.name}: nothing to run (no repetitions, or no device pattern)")
@@ -159,17 +168,21 @@ def _run_suite(suite: Suite, output: str | os.PathLike, devices: list[str] | Non
     device_entries = dict(journal.devices)
     bar = _progress(len(work), progress)
     open_devices: dict[str, Any] = {}
-    entries: dict[tuple[str, str], BenchmarkResult] = {}
+    entries: dict[tuple[str, str, str], BenchmarkResult] = {}
     finished = False
     try:
-        for rep, (spec, where, missing_reason) in work:
+        for rep, (spec, where, missing_reason, peer) in work:
             uri = where if isinstance(where, str) else where.uri
-            key = (spec.name, uri)
-            result = journal.done.get((rep, spec.name, uri))
+            key = (spec.name, uri, peer.runtime if peer else HALBENCH)
+            result = journal.done.get((rep, *key))
             if result is None:
-                bar.set_description(f"{spec.name} @ {uri}" + (f" (repetition {rep + 1})" if rounds > 1 else ""))
-                result = _run_pair(spec, where, missing_reason, open_devices, device_entries, prepare_micro,
-                                   Unsupported, prepare_model)
+                who = f" [{peer.runtime}]" if peer else ""
+                bar.set_description(f"{spec.name} @ {uri}{who}" + (f" (repetition {rep + 1})" if rounds > 1 else ""))
+                if peer is not None:
+                    result = run_peer(spec, where, missing_reason, peer, device_entries)
+                else:
+                    result = _run_pair(spec, where, missing_reason, open_devices, device_entries, prepare_micro,
+                                       Unsupported, prepare_model)
                 for u, info in device_entries.items():
                     journal.device(u, info)
                 journal.result(rep, result)

@@ -75,9 +75,14 @@ class Suite:
     settings: Settings
     gate: dict[str, Any]
     benchmarks: tuple[BenchmarkSpec, ...]
+    #: the peers every model benchmark also runs with (halbench.peers.PeerSpec)
+    peers: tuple[Any, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "path": self.path, "sha256": self.sha256, "gate": self.gate}
+        d = {"name": self.name, "path": self.path, "sha256": self.sha256, "gate": self.gate}
+        if self.peers:
+            d["peers"] = [p.to_dict() for p in self.peers]
+        return d
 
 
 def find_suite(name_or_path: str) -> Path:
@@ -151,8 +156,16 @@ def load_suite(name_or_path: str) -> Suite:
         if s.settings.max_samples < s.settings.min_samples:
             raise UserError(f"suite {path}: {s.name}: max_samples {s.settings.max_samples} is below "
                             f"min_samples {s.settings.min_samples}")
+    from halbench.peers import parse_peer
+
+    peers = []
+    for i, p in enumerate(sd.peers):
+        try:
+            peers.append(parse_peer(p if isinstance(p, str) else p.model_dump(exclude_none=True)))
+        except UserError as e:
+            raise UserError(f"suite {path}: peers[{i}]: {e}") from None
     return Suite(sd.name or path.stem, sd.description or "", str(path), hashlib.sha256(raw).hexdigest(),
-                 devices, settings, sd.gate.model_dump(exclude_none=True), tuple(specs))
+                 devices, settings, sd.gate.model_dump(exclude_none=True), tuple(specs), tuple(peers))
 
 
 def _devices(v: list[str] | str) -> tuple[str, ...]:

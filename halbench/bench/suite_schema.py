@@ -104,6 +104,14 @@ class MicroEntry(_Strict):
         return self
 
 
+class PeerEntry(_Strict):
+    """A peer with options: ``{peer: torch/compile, precision: tf32, compile_mode: max-autotune}``."""
+
+    peer: Name
+    precision: Literal["fp32", "tf32"] | None = None
+    compile_mode: Name | None = None
+
+
 class SuiteDoc(_Strict):
     name: Name | None = None
     description: str | None = None
@@ -112,6 +120,8 @@ class SuiteDoc(_Strict):
     gate: GateSection = Field(default_factory=GateSection)
     models: list[ModelEntry] = Field(default_factory=list)
     micro: list[MicroEntry] = Field(default_factory=list)
+    #: other runtimes given the same models (halbench.peers): torch/cudagraph, onnxruntime/cpu, iree
+    peers: list[Name | PeerEntry] = Field(default_factory=list)
 
 
 def one_line(e: ValidationError, where: str) -> UserError:

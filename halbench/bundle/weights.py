@@ -15,10 +15,12 @@ from halbench.bundle.manifest import WeightDecl
 from halbench.dtypes import to_numpy
 from halbench.errors import UserError
 
-__all__ = ["RANDOM_INIT", "f32_to_bf16", "random_weight", "randomize_onnx", "weight_array", "weight_digest"]
+__all__ = ["RANDOM_INIT", "RANDOM_SEED", "f32_to_bf16", "random_weight", "randomize_onnx", "weight_array", "weight_digest"]
 
 #: How ``weights="random"`` initialises float weights (bundle-format.md: seeded normal).
 RANDOM_INIT = {"distribution": "normal", "scale": 0.02}
+#: The seed of ``weights="random"`` unless a compile names another.
+RANDOM_SEED = 1234
 
 # ONNX TensorProto element types randomize_onnx replaces (FLOAT, FLOAT16, DOUBLE).
 _ONNX_FLOATS = {1: "f32", 10: "f16", 11: "f64"}

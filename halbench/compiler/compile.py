@@ -33,7 +33,7 @@ from halbench.bundle import (
     WeightDecl,
     write_bundle,
 )
-from halbench.bundle.weights import RANDOM_INIT, weight_digest
+from halbench.bundle.weights import RANDOM_INIT, RANDOM_SEED, weight_digest
 from halbench.compiler.ir import Graph
 from halbench.errors import CompileError, UserError
 
@@ -65,7 +65,7 @@ class CompileOptions:
     target_devices: tuple[str, ...] = ("local",)
     weights: str = "file"
     input_shapes: Any = ()
-    seed: int = 1234
+    seed: int = RANDOM_SEED
     dump_after: str | None = None
     targets: Any = ()
     backend_options: Any = ()

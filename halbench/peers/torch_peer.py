@@ -1,0 +1,142 @@
+"""PyTorch as a peer: the ONNX file loaded with onnx2torch (so the weights are the same), run
+eagerly, replayed as a CUDA graph, or through torch.compile. fp32 runs with TF32 off; the
+``tf32`` precision turns it on. CUDA runs are timed with CUDA events, CPU runs on the host."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from halbench.peers import Peer, PeerSample, PeerSpec, PeerUnsupported, PreparedPeer, host_timed, outputs_to_numpy
+
+__all__ = ["TorchPeer"]
+
+
+class TorchPeer(Peer):
+    name = "torch"
+    modes = {"eager": (("cuda", "cpu"), "eager PyTorch"),
+             "cudagraph": (("cuda",), "eager PyTorch captured in a CUDA graph, replayed"),
+             "compile": (("cuda", "cpu"), "torch.compile (inductor); compile_mode: default, "
+                                          "reduce-overhead, max-autotune")}
+    default_mode = "eager"
+    packages = "torch, onnx2torch"
+    modules = ("torch", "onnx2torch")
+    distribution = "torch"
+
+    def runtime(self, spec: PeerSpec, kind: str) -> str:
+        mode = spec.mode or self.default_mode
+        return f"torch-{mode}" + ("-tf32" if spec.options.get("precision") == "tf32" else "")
+
+    def prepare(self, spec: PeerSpec, model: Path, names: Sequence[str], inputs: Sequence[np.ndarray],
+                device: Any) -> PreparedPeer:
+        why = self.missing()
+        if why:
+            raise PeerUnsupported(why)
+        return _Prepared(self, spec, model, inputs, device)
+
+
+def _cuda_index(torch: Any, device: Any) -> int:
+    """The torch CUDA ordinal of a probed halbench device: by UUID, else its ordinal."""
+    uuid = str(getattr(device, "uuid", "") or "").lower().removeprefix("gpu-")
+    for i in range(torch.cuda.device_count()):
+        u = str(getattr(torch.cuda.get_device_properties(i), "uuid", "")).lower().removeprefix("gpu-")
+        if uuid and u == uuid:
+            return i
+    return int(getattr(device, "ordinal", 0) or 0)
+
+
+class _Prepared(PreparedPeer):
+    def __init__(self, peer: TorchPeer, spec: PeerSpec, model: Path, inputs: Sequence[np.ndarray],
+                 device: Any) -> None:
+        super().__init__()
+        import onnx2torch
+        import torch
+
+        self.torch = torch
+        mode = spec.mode or peer.default_mode
+        cuda = device.driver == "cuda"
+        if cuda and not torch.cuda.is_available():
+            raise PeerUnsupported(f"this torch {torch.__version__} sees no CUDA device")
+        self.runtime = peer.runtime(spec, "cuda" if cuda else "cpu")
+        self.timed_on = "device" if cuda else "host"
+        tf32 = spec.options.get("precision") == "tf32"
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        torch.backends.cudnn.allow_tf32 = tf32
+        self.dev = torch.device("cuda", _cuda_index(torch, device)) if cuda else torch.device("cpu")
+        try:
+            net = onnx2torch.convert(str(model)).eval().to(self.dev)
+        except Exception as e:  # noqa: BLE001 - onnx2torch raises NotImplementedError and more
+            raise PeerUnsupported(f"onnx2torch cannot convert the model: {type(e).__name__}: "
+                                  f"{str(e).splitlines()[0][:300] if str(e) else ''}") from None
+        self.xs = [torch.from_numpy(np.ascontiguousarray(x)).to(self.dev) for x in inputs]
+        self.settings = {"mode": mode, "precision": "tf32" if tf32 else "fp32", "tf32": tf32,
+                         "device": str(self.dev), "loader": "onnx2torch"}
+        fn = net
+        if mode == "compile":
+            cmode = spec.options.get("compile_mode", "default")
+            self.settings["compile_mode"] = cmode
+            fn = torch.compile(net, mode=cmode)
+        self.fn = fn
+        self.graph = None
+        self.out: Any = None
+        t0 = time.perf_counter()
+        with torch.inference_mode():
+            if mode == "cudagraph":
+                self._capture()
+            else:
+                for _ in range(3):  # compiles (torch.compile) and warms up outside the samples
+                    self.out = self.fn(*self.xs)
+                self._sync()
+        self.settings["prepare_s"] = round(time.perf_counter() - t0, 3)
+
+    def _capture(self) -> None:
+        torch = self.torch
+        s = torch.cuda.Stream(self.dev)
+        s.wait_stream(torch.cuda.current_stream(self.dev))
+        with torch.cuda.stream(s):
+            for _ in range(3):
+                self.fn(*self.xs)
+        torch.cuda.current_stream(self.dev).wait_stream(s)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self.out = self.fn(*self.xs)
+        self._sync()
+
+    def _sync(self) -> None:
+        if self.dev.type == "cuda":
+            self.torch.cuda.synchronize(self.dev)
+
+    def _call(self) -> None:
+        if self.graph is not None:
+            self.graph.replay()
+        else:
+            with self.torch.inference_mode():
+                self.out = self.fn(*self.xs)
+
+    def invoke(self) -> list[np.ndarray]:
+        self._call()
+        self._sync()
+        return outputs_to_numpy(self.out)
+
+    def run(self) -> PeerSample:
+        if self.dev.type != "cuda":
+            return host_timed(self._call)
+        torch = self.torch
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        t0 = time.perf_counter_ns()
+        start.record()
+        self._call()
+        end.record()
+        end.synchronize()
+        host = (time.perf_counter_ns() - t0) / 1e6
+        return PeerSample(float(start.elapsed_time(end)), host)
+
+    def close(self) -> None:
+        self.graph = None
+        self.fn = None
+        self.out = None
+        self.xs = []
