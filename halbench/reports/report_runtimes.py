@@ -35,7 +35,7 @@ def correctness_note(bench: dict[str, Any]) -> str:
 def _median(bench: dict[str, Any]) -> float | None:
     if bench["status"] != "ok":
         return None
-    key, samples = timing_samples(bench)
+    _, samples = timing_samples(bench)
     return Stats(samples).median if samples else None
 
 
