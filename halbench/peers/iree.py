@@ -203,7 +203,7 @@ class _Prepared(PreparedPeer):
         if fn_name is None:
             raise PeerUnsupported("the IREE module exports no function")
         self.fn = self.ctx.modules[vm.name][fn_name]
-        self.args = [rt.asdevicearray(self.config.device, np.ascontiguousarray(x)) for x in inputs]
+        self.args = [rt.asdevicearray(self.config.device, _aligned(x)) for x in inputs]
         self.out: Any = None
         self.settings = {"target": rec["target"], "requested_target": rec["requested"], "driver": driver,
                          "flags": rec.get("flags", []), "compile_s": rec.get("compile_s"),
@@ -214,7 +214,8 @@ class _Prepared(PreparedPeer):
 
     def invoke(self) -> list[np.ndarray]:
         self._call()
-        return outputs_to_numpy(self.out)
+        outs = self.out if isinstance(self.out, (list, tuple)) else [self.out]
+        return [_to_host(self.config.device, o) if hasattr(o, "_buffer_view") else np.asarray(o) for o in outs]
 
     def run(self) -> PeerSample:
         # The module's exported function is synchronous (IREE's default execution model waits on
@@ -226,6 +227,26 @@ class _Prepared(PreparedPeer):
         self.args = []
         self.out = None
         self.ctx = None
+
+
+def _to_host(device: Any, arr: Any) -> np.ndarray:
+    """A device array's values through a staging buffer. iree-base-runtime 3.13's ``to_host``
+    imports an unaligned NumPy allocation on Vulkan, which the driver refuses
+    (minImportedHostPointerAlignment); a mappable staging buffer works on every driver."""
+    import iree.runtime as rt
+
+    if arr._is_mappable():
+        return np.array(arr.to_host())
+    bv = arr._buffer_view
+    source = bv.get_buffer()
+    usage = int(rt.BufferUsage.TRANSFER_TARGET | rt.BufferUsage.MAPPING_SCOPED)
+    host = device.allocator.allocate_buffer(memory_type=int(rt.MemoryType.HOST_LOCAL | rt.MemoryType.DEVICE_VISIBLE),
+                                            allowed_usage=usage, allocation_size=source.byte_length())
+    sem = device.create_semaphore(0)
+    device.queue_copy(source, host, wait_semaphores=rt.HalFence.create_at(sem, 0),
+                      signal_semaphores=rt.HalFence.create_at(sem, 1))
+    rt.HalFence.create_at(sem, 1).wait()
+    return np.array(host.map().asarray(bv.shape, arr._get_raw_dtype()))
 
 
 def _aligned(a: np.ndarray, alignment: int = 4096) -> np.ndarray:
