@@ -2,8 +2,12 @@
 without the MLIR compiler (the GPU machine) runs the suite from the cache.
 
 Usage: XDG_CACHE_HOME=DIR python scripts/precompile.py SUITE API=TARGET [API=TARGET ...]
-   e.g. XDG_CACHE_HOME=$PWD/.hbcache python scripts/precompile.py models vulkan=h100 cuda=h100
-Then carry DIR and set XDG_CACHE_HOME to it there.
+                                                       [iree:KIND=IREE_TARGET,FALLBACK ...]
+   e.g. XDG_CACHE_HOME=$PWD/.hbcache python scripts/precompile.py models vulkan=h100 cuda=h100 \
+            iree:cuda=sm_90,sm_80 iree:vulkan=hopper,ampere iree:cpu=host
+Then carry DIR/halbench/bundles and DIR/halbench/iree and set XDG_CACHE_HOME to DIR there.
+``iree:KIND=T1,T2`` compiles the IREE peer's module the way the peer would on a device whose own
+target is T1 (falling back to T2 when IREE lacks T1), keyed like the peer's cache.
 """
 
 from __future__ import annotations
@@ -23,6 +27,21 @@ def main() -> None:
             continue
         for api, target in pairs:
             t0 = time.perf_counter()
+            if api.startswith("iree:"):
+                from halbench.bench.reference import model_context
+                from halbench.peers import model_key
+                from halbench.peers.iree import compile_for
+                from halbench.tools import cache_dir
+
+                ctx = model_context(dict(spec.params))
+                kind = api.split(":", 1)[1]
+                try:
+                    rec = compile_for(ctx.path, model_key(ctx.path), kind, target.split(","), cache_dir() / "iree")
+                    msg = f"{rec['target']} {rec.get('note') or ''}"
+                except Exception as e:  # noqa: BLE001 - recorded in the cache too
+                    msg = f"failed: {e}"
+                print(f"{spec.name:20} {api}={target:14} {time.perf_counter() - t0:6.1f} s {msg[:150]}", flush=True)
+                continue
             path, stats = compile_cached(dict(spec.params), (api, "local"), spec.params.get("weights", "file"),
                                          spec.params.get("input_shapes"), {api: target})
             print(f"{spec.name:20} {api}={target:8} {time.perf_counter() - t0:6.1f} s "

@@ -81,8 +81,9 @@ def _code_name(device: Any) -> str | None:
         from halbench.compiler.targets import target_from_device
     except ImportError:
         return None
+    info = getattr(device, "info", None)  # the worker's device: the probed DeviceInfo as a dict
     try:
-        t = target_from_device(device, "vulkan")
+        t = target_from_device(info if isinstance(info, dict) else device, "vulkan")
     except Exception:  # noqa: BLE001
         return None
     return getattr(t, "code_name", None) or None

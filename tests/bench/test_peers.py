@@ -1,0 +1,134 @@
+"""Peers in a suite, for real: onnxruntime (CPU), PyTorch through onnx2torch (CPU) and IREE
+(llvm-cpu and vulkan-spirv on lavapipe) run the very same model file beside halbench, checked
+against onnxruntime as the independent reference; a peer that cannot run here is skipped with
+its reason; a compiler bug that local-sync shares is caught by the independent reference."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from halbench.errors import UserError
+from halbench.peers import get_peer, parse_peer
+
+SUITE = """
+name: peers-tiny
+devices: ["local-task://", "vulkan://"]
+settings: {warmup: 1, min_time_s: 0.0, min_samples: 3, max_samples: 5, repetitions: 1, tolerance: 1.0e-4}
+models:
+  - {name: tiny-mlp/b1, zoo: tiny-mlp, batch: 1, weights: random}
+peers: [onnxruntime/cpu]
+"""
+
+
+def _missing(*names: str) -> str | None:
+    for n in names:
+        why = get_peer(n).missing()
+        if why:
+            return why
+    return None
+
+
+def test_peer_names_are_checked_in_one_line() -> None:
+    assert parse_peer("torch/cudagraph").text == "torch/cudagraph"
+    assert parse_peer({"peer": "torch/compile", "precision": "tf32"}).options["precision"] == "tf32"
+    with pytest.raises(UserError, match=r"unknown peer 'tensorflow'; known peers: iree, onnxruntime, torch"):
+        parse_peer("tensorflow")
+    with pytest.raises(UserError, match=r"peer torch has no mode 'graph'; its modes: torch/eager, torch/cudagraph"):
+        parse_peer("torch/graph")
+    with pytest.raises(UserError, match=r"precision 'fp8' is unknown"):
+        parse_peer({"peer": "torch/eager", "precision": "fp8"})
+
+
+def test_suite_names_its_peers(tmp_path: Path) -> None:
+    from halbench.bench.suite import load_suite
+
+    p = tmp_path / "s.yaml"
+    p.write_text(SUITE)
+    assert [x.text for x in load_suite(str(p)).peers] == ["onnxruntime/cpu"]
+    p.write_text(SUITE.replace("[onnxruntime/cpu]", "[onnxruntime/gpu]"))
+    with pytest.raises(UserError, match=r"peers\[0\]: peer onnxruntime has no mode 'gpu'"):
+        load_suite(str(p))
+
+
+def _cli(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "halbench", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=900, env=env)
+
+
+@pytest.mark.slow
+def test_run_suite_with_cpu_peers_on_the_same_model(tmp_path: Path) -> None:
+    why = _missing("onnxruntime", "torch", "iree")
+    if why:
+        pytest.skip(why)
+    (tmp_path / "s.yaml").write_text(SUITE)
+    r = _cli("run-suite", "s.yaml", "--peer", "torch/eager", "--peer", "torch/cudagraph", "--peer", "iree",
+             "-o", "r.json", "--report", "r.html", "--no-progress", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["schema_version"] == 2
+    by = {(b["runtime"], b["device"].split(":")[0]): b for b in doc["benchmarks"]}
+    # halbench on both devices, checked against onnxruntime (independent of halbench's compiler)
+    for dev in ("local-task", "vulkan"):
+        b = by[("halbench", dev)]
+        assert b["status"] == "ok" and b["correctness"]["reference"] == "onnxruntime-cpu"
+        assert b["correctness"]["rel_error"] < 1e-5 and b["correctness"]["local_sync_rel_error"] < 1e-5
+    # the peers: CPU ones once on the host CPU, IREE on the CPU and on lavapipe
+    for key in (("onnxruntime-cpu", "local-task"), ("torch-eager", "local-task"), ("iree-cpu", "local-task"),
+                ("iree-vulkan", "vulkan")):
+        b = by[key]
+        assert b["status"] == "ok", (key, b.get("error"))
+        assert b["correctness"]["passed"] and b["correctness"]["reference"] == "onnxruntime-cpu"
+        assert len(b["samples"]["device_ms"]) >= 3 and min(b["samples"]["host_ms"]) > 0
+        assert b["runtime_info"]["version"]
+    assert by[("torch-eager", "local-task")]["runtime_info"]["settings"]["tf32"] is False
+    skipped = by[("torch-cudagraph", "local-task")]
+    assert skipped["status"] == "skipped" and "runs on cuda devices" in skipped["error"]
+    assert "peer torch-cudagraph skipped" in r.stderr
+    html = (tmp_path / "r.html").read_text()
+    for name in ("onnxruntime-cpu", "torch-eager", "iree-vulkan"):
+        assert name in html
+
+
+@pytest.mark.slow
+def test_a_pass_bug_local_sync_shares_is_marked_wrong(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Break a compiler pass on purpose (test-only: a wrapped pass negates one weight). halbench
+    on lavapipe and its local-sync oracle then agree with each other, and only the independent
+    onnxruntime reference sees the model is wrong; the report says so."""
+    if _missing("onnxruntime"):
+        pytest.skip("onnxruntime is not installed")
+    import halbench.compiler.pipeline as pipeline
+    from halbench.bench import reference
+    from halbench.bench.runner import run_suite
+    from halbench.bench.suite import load_suite
+
+    real = pipeline.fold_constants
+
+    def broken(g):  # noqa: ANN001, ANN202 - the bug under test
+        g = real(g)
+        used = [v for op in g.ops for v in op.inputs if v in g.weights]
+        name = next(v for v in used if g.weights[v].data is not None and g.weights[v].data.size > 16)
+        g.weights[name].data = -g.weights[name].data
+        return g
+
+    monkeypatch.setattr(pipeline, "fold_constants", broken)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # no bundle of the healthy compiler
+    monkeypatch.setattr(reference, "_contexts", {})
+    (tmp_path / "s.yaml").write_text(SUITE.replace('"local-task://", ', "").replace("weights: random", "weights: file"))
+    doc = run_suite(load_suite(str(tmp_path / "s.yaml")), tmp_path / "r.json", progress=False)
+    hb = next(b for b in doc["benchmarks"] if b["runtime"] == "halbench")
+    assert hb["status"] == "wrong" and "onnxruntime-cpu reference" in hb["error"]
+    c = hb["correctness"]
+    assert c["local_sync_rel_error"] > 1e-2  # local-sync is wrong the same way ...
+    assert c["local_sync_vs_halbench_rel_error"] < 1e-5  # ... and agrees with halbench
+    ort = next(b for b in doc["benchmarks"] if b["runtime"] == "onnxruntime-cpu")
+    assert ort["status"] == "ok"  # the peer runs the healthy model file
+    from halbench.reports.report import write_report
+
+    write_report([tmp_path / "r.json"], tmp_path / "r.html")
+    html = (tmp_path / "r.html").read_text()
+    assert "local-sync agrees with halbench" in html
