@@ -12,6 +12,7 @@ OUT=${OUT:-out}; mkdir -p "$OUT"
 stage() { mkdir -p /tmp/hbcache/halbench; cp -r "$1"/* /tmp/hbcache/halbench/; du -sh /tmp/hbcache/halbench/*; }
 if [ "${1:-}" = setup ]; then
   source .gpu/setup.sh
+  [ -d .hbw ] && python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site .hbw/*.whl
   python3 -c 'import torch, onnx2torch, onnxruntime, iree.runtime; print("torch", torch.__version__, "ort", onnxruntime.__version__)'
   stage "$2"; exit 0
 fi
@@ -22,8 +23,12 @@ export PATH="/tmp/site/cmeel.prefix/bin:/tmp/site/bin:$PATH" LD_LIBRARY_PATH="/t
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python3 -m halbench list-peers | grep -v "^  "
 R=/tmp/peers-r.json
-timeout ${LIMIT:-540} python3 -m halbench run-suite models --peer torch/cudagraph --peer torch/compile \
-  --peer onnxruntime/cpu --peer iree -o $R --report /tmp/peers-r.html --no-progress ${2:-} 2>&1 | tail -12
+# Progress: one line per finished entry, from the journal, while the suite runs.
+( while sleep 20; do [ -f $R.partial ] && echo "$(date +%T) $(grep -c '"type": "result"' $R.partial) entries done, last: $(tail -1 $R.partial | cut -c1-160)"; done ) &
+watcher=$!
+timeout ${LIMIT:-540} python3 -m halbench run-suite ${SUITE:-models} --peer torch/cudagraph --peer torch/compile \
+  --peer onnxruntime/cpu --peer iree -o $R --report /tmp/peers-r.html --no-progress ${ONLY:+--only "$ONLY"} ${2:-} 2>&1 | tail -12
+kill $watcher 2>/dev/null
 cp $R /tmp/peers-r.html "$OUT/" 2>/dev/null
 python3 - $R <<'PY'
 import json, sys, numpy as np
