@@ -49,7 +49,7 @@ def _cuda_index(torch: Any, device: Any) -> int:
     return int(getattr(device, "ordinal", 0) or 0)
 
 
-def _freeze_reshapes(net: Any) -> int:
+def _freeze_reshapes(net: Any, inputs: Sequence[np.ndarray] = ()) -> int:
     """onnx2torch reshapes by a shape tensor (``torch.Size(tensor)``): on a GPU that is a
     device-to-host read per Reshape, which breaks CUDA graph capture and torch.compile. A shape
     that is a constant of the model becomes literal ints in the graph (the same computation)."""
@@ -57,8 +57,28 @@ def _freeze_reshapes(net: Any) -> int:
 
     gm, n = net, 0
     modules = dict(gm.named_modules())
+    if inputs:  # the shapes of the values, for a 0 ("copy this dimension") in a shape
+        from torch.fx.passes.shape_prop import ShapeProp
+
+        with torch.inference_mode():
+            ShapeProp(gm).propagate(*[torch.from_numpy(np.ascontiguousarray(x)) for x in inputs])
     for node in list(gm.graph.nodes):
-        if node.op != "call_module" or type(modules.get(node.target)).__name__ != "OnnxReshape":
+        kind = type(modules.get(node.target)).__name__ if node.op == "call_module" else ""
+        if kind == "OnnxGather" and len(node.args) >= 2 and getattr(node.args[1], "op", None) == "get_attr":
+            # A Gather by one constant index (BERT's [CLS] token): indexing with a 0-d tensor
+            # reads it on the host; torch.select takes the int.
+            idx = gm
+            for part in node.args[1].target.split("."):
+                idx = getattr(idx, part)
+            if torch.as_tensor(idx).dim() == 0:
+                with gm.graph.inserting_after(node):
+                    new = gm.graph.call_function(torch.select, (node.args[0], int(modules[node.target]._axis),
+                                                                int(torch.as_tensor(idx).item())))
+                node.replace_all_uses_with(new)
+                gm.graph.erase_node(node)
+                n += 1
+            continue
+        if kind != "OnnxReshape":
             continue
         if len(node.args) < 2 or getattr(node.args[1], "op", None) != "get_attr":
             continue
@@ -66,8 +86,11 @@ def _freeze_reshapes(net: Any) -> int:
         for part in node.args[1].target.split("."):
             shape = getattr(shape, part)
         dims = [int(d) for d in torch.as_tensor(shape).reshape(-1).tolist()]
-        if 0 in dims:  # "copy this dimension": keep onnx2torch's own handling
-            continue
+        if 0 in dims:  # "copy this dimension" (ONNX allowzero=0): from the input's shape
+            meta = getattr(node.args[0], "meta", {}).get("tensor_meta")
+            if meta is None:
+                continue
+            dims = [int(meta.shape[i]) if d == 0 else d for i, d in enumerate(dims)]
         with gm.graph.inserting_after(node):
             new = gm.graph.call_function(torch.reshape, (node.args[0], tuple(dims)))
         node.replace_all_uses_with(new)
@@ -102,7 +125,7 @@ class _Prepared(PreparedPeer):
         except Exception as e:  # noqa: BLE001 - onnx2torch raises NotImplementedError and more
             raise PeerUnsupported(f"onnx2torch cannot convert the model: {type(e).__name__}: "
                                   f"{str(e).splitlines()[0][:300] if str(e) else ''}") from None
-        frozen = _freeze_reshapes(net)
+        frozen = _freeze_reshapes(net, inputs)
         self.xs = [torch.from_numpy(np.ascontiguousarray(x)).to(self.dev) for x in inputs]
         self.settings = {"mode": mode, "precision": "tf32" if tf32 else "fp32", "tf32": tf32,
                          "device": str(self.dev), "loader": "onnx2torch", "constant_reshapes": frozen}
