@@ -60,8 +60,11 @@ def _freeze_reshapes(net: Any, inputs: Sequence[np.ndarray] = ()) -> int:
     if inputs:  # the shapes of the values, for a 0 ("copy this dimension") in a shape
         from torch.fx.passes.shape_prop import ShapeProp
 
-        with torch.inference_mode():
-            ShapeProp(gm).propagate(*[torch.from_numpy(np.ascontiguousarray(x)) for x in inputs])
+        try:
+            with torch.inference_mode():
+                ShapeProp(gm).propagate(*[torch.from_numpy(np.ascontiguousarray(x)) for x in inputs])
+        except Exception:  # noqa: BLE001 - without traced shapes, such reshapes stay as they are
+            pass
     for node in list(gm.graph.nodes):
         kind = type(modules.get(node.target)).__name__ if node.op == "call_module" else ""
         if kind == "OnnxGather" and len(node.args) >= 2 and getattr(node.args[1], "op", None) == "get_attr":
@@ -121,11 +124,12 @@ class _Prepared(PreparedPeer):
         torch.backends.cudnn.allow_tf32 = tf32
         self.dev = torch.device("cuda", _cuda_index(torch, device)) if cuda else torch.device("cpu")
         try:
-            net = onnx2torch.convert(str(model)).eval().to(self.dev)
+            net = onnx2torch.convert(str(model)).eval()
         except Exception as e:  # noqa: BLE001 - onnx2torch raises NotImplementedError and more
             raise PeerUnsupported(f"onnx2torch cannot convert the model: {type(e).__name__}: "
                                   f"{str(e).splitlines()[0][:300] if str(e) else ''}") from None
-        frozen = _freeze_reshapes(net, inputs)
+        frozen = _freeze_reshapes(net, inputs)  # on the CPU, before the move: it traces shapes
+        net = net.to(self.dev)
         self.xs = [torch.from_numpy(np.ascontiguousarray(x)).to(self.dev) for x in inputs]
         self.settings = {"mode": mode, "precision": "tf32" if tf32 else "fp32", "tf32": tf32,
                          "device": str(self.dev), "loader": "onnx2torch", "constant_reshapes": frozen}
