@@ -24,6 +24,9 @@ FORBIDDEN = {
               "halbench.reports"),
     "compiler": ("halbench.bench", "halbench.reports", "halbench.runtime"),
     "bench": ("halbench.reports",),
+    # Peers run a model file with their own stack: no HAL, no runner (bench calls them).
+    "peers": ("halbench.drivers", "halbench.runtime", "halbench.bench", "halbench.reports",
+              "halbench.kernels"),
 }
 
 
@@ -63,5 +66,16 @@ def test_nobody_reaches_into_another_package_for_kernels() -> None:
     for path in sorted(PKG.rglob("*.py")):
         for name in _imports(path):
             if name.startswith("halbench.drivers.local") and "drivers/local" not in str(path):
+                bad.append(f"{path.relative_to(PKG.parent)} imports {name}")
+    assert not bad, "\n".join(bad)
+
+
+def test_the_runner_never_imports_a_peer_stack() -> None:
+    """bench/ talks to peers through halbench.peers (plug-in lookup, find_spec) and the worker
+    process; torch, onnx2torch and iree.runtime are imported only inside halbench/peers/."""
+    bad = []
+    for path in sorted((PKG / "bench").rglob("*.py")):
+        for name in _imports(path):
+            if name.split(".")[0] in ("torch", "onnx2torch") or name.startswith("iree.runtime"):
                 bad.append(f"{path.relative_to(PKG.parent)} imports {name}")
     assert not bad, "\n".join(bad)

@@ -101,7 +101,7 @@ def run_peer(spec: BenchmarkSpec, where: Any, missing_reason: str | None, job: P
 
 
 def _measure(spec: BenchmarkSpec, device: Any, job: PeerJob, peer: Any, info: dict[str, Any]) -> BenchmarkResult:
-    """Load, check and time the peer in a worker process (``halbench.peers.worker``)."""
+    """Load, check and time the peer in a worker process (``halbench.bench.peer_worker``)."""
     import json
     import subprocess
     import sys
@@ -135,7 +135,7 @@ def _measure(spec: BenchmarkSpec, device: Any, job: PeerJob, peer: Any, info: di
             np.savez(folder / "reference.npz", **{f"a{i}": x for i, x in enumerate(reference)})
         (folder / "request.json").write_text(json.dumps(req))
         try:
-            r = subprocess.run([sys.executable, "-m", "halbench.peers.worker", str(folder)],
+            r = subprocess.run([sys.executable, "-m", "halbench.bench.peer_worker", str(folder)],
                                capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
             return _entry(spec, device.uri, device.driver, job, "error",

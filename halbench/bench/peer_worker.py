@@ -1,4 +1,4 @@
-"""A peer run in a process of its own: ``python -m halbench.peers.worker DIR``.
+"""A peer run in a process of its own: ``python -m halbench.bench.peer_worker DIR``.
 
 Peers load large native stacks (PyTorch with Triton's LLVM, IREE, ONNX Runtime) that do not
 share a process safely with halbench's drivers (Mesa's LLVM is already loaded there: Triton
