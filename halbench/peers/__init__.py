@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from halbench.errors import UserError
+from halbench.errors import BadOption, UserError
 
 __all__ = [
     "DEVICE_KINDS",
@@ -166,11 +166,11 @@ class Peer:
     def check_spec(self, spec: PeerSpec) -> None:
         mode = spec.mode or self.default_mode
         if mode not in self.modes:
-            raise UserError(f"peer {self.name} has no mode {spec.mode!r}; its modes: "
+            raise BadOption(f"peer {self.name} has no mode {spec.mode!r}; its modes: "
                             f"{', '.join(f'{self.name}/{m}' for m in self.modes)}")
         precision = spec.options.get("precision", "fp32")
         if precision not in PRECISIONS:
-            raise UserError(f"peer {spec.text}: precision {precision!r} is unknown; use one of {', '.join(PRECISIONS)}")
+            raise BadOption(f"peer {spec.text}: precision {precision!r} is unknown; use one of {', '.join(PRECISIONS)}")
 
 
 def _builtin() -> dict[str, Any]:
@@ -201,7 +201,7 @@ def get_peer(name: str) -> Peer:
     name = {"ort": "onnxruntime", "pytorch": "torch"}.get(name, name)
     reg = _registry()
     if name not in reg:
-        raise UserError(f"unknown peer {name!r}; known peers: {', '.join(peer_names())} "
+        raise BadOption(f"unknown peer {name!r}; known peers: {', '.join(peer_names())} "
                         f"(more through the halbench.peers entry point)")
     factory = reg[name]
     if hasattr(factory, "load"):  # an entry point
@@ -224,10 +224,10 @@ def parse_peer(value: str | Mapping[str, Any]) -> PeerSpec:
         options = {k: v for k, v in value.items() if k != "peer"}
         value = value.get("peer", "")
     if not isinstance(value, str) or not value.strip():
-        raise UserError("a peer needs a name such as torch/cudagraph, onnxruntime/cpu or iree")
+        raise BadOption("a peer needs a name such as torch/cudagraph, onnxruntime/cpu or iree")
     unknown = set(options) - {"precision", "compile_mode"}
     if unknown:
-        raise UserError(f"peer {value}: unknown option(s) {', '.join(sorted(unknown))}; known: precision, compile_mode")
+        raise BadOption(f"peer {value}: unknown option(s) {', '.join(sorted(unknown))}; known: precision, compile_mode")
     name, _, mode = value.strip().partition("/")
     peer = get_peer(name)
     spec = PeerSpec(peer.name, mode, options)

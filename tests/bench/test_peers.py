@@ -132,3 +132,20 @@ def test_a_pass_bug_local_sync_shares_is_marked_wrong(tmp_path: Path, monkeypatc
     write_report([tmp_path / "r.json"], tmp_path / "r.html")
     html = (tmp_path / "r.html").read_text()
     assert "local-sync agrees with halbench" in html
+
+
+def test_list_peers_says_what_is_installed(tmp_path: Path) -> None:
+    r = _cli("list-peers", "--format", "json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    rows = {x["peer"]: x for x in json.loads(r.stdout)}
+    assert set(rows) >= {"torch", "onnxruntime", "iree"}
+    assert rows["torch"]["modes"]["cudagraph"]["devices"] == ["cuda"]
+    for x in rows.values():  # installed with a version, or not with the reason
+        assert (x["installed"] and x["version"]) or (not x["installed"] and "pip install" in x["reason"])
+
+
+def test_run_suite_refuses_an_unknown_peer_in_one_line(tmp_path: Path) -> None:
+    (tmp_path / "s.yaml").write_text(SUITE)
+    r = _cli("run-suite", "s.yaml", "--peer", "tensorrt", "-o", "r.json", cwd=tmp_path)
+    assert r.returncode == 2 and not (tmp_path / "r.json").exists()
+    assert r.stderr.strip().count("\n") == 0 and "unknown peer 'tensorrt'" in r.stderr
