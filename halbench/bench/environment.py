@@ -9,7 +9,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-__all__ = ["read_environment"]
+__all__ = ["device_entry", "read_environment"]
 
 # NVML clock-event (throttle) reason bits -> names, from nvml.h.
 _REASONS = {
@@ -59,3 +59,16 @@ def read_environment(info: Any) -> dict[str, Any]:
         return reading
     except Exception as e:  # a reading must never fail a benchmark
         return {"error": f"NVML: {e}"}
+
+
+def device_entry(info: Any) -> dict[str, Any]:
+    """The stored DeviceInfo plus the vendor's published peaks (rooflines' dashed ceilings)."""
+    d = info.to_dict()
+    try:
+        from halbench.compiler.targets import published_peaks
+    except ImportError:  # a machine without the compiler extra
+        return d
+    peaks = published_peaks(info)
+    if peaks:
+        d["published_peaks"] = peaks
+    return d

@@ -13,15 +13,13 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from halbench import __version__
+from halbench.bench.model_files import compiler_fingerprint, model_source
 from halbench.bench.suite import BenchmarkSpec
-from halbench.errors import UserError
 from halbench.tools import cache_dir
 
 __all__ = ["PreparedModel", "compile_cached", "prepare_model"]
@@ -86,45 +84,6 @@ class PreparedModel:
         return _Sample(r.total_ns[0] / 1e6, r.host_ns[0] / 1e6, r.profiles[0])
 
 
-@lru_cache(maxsize=1)
-def _compiler_fingerprint() -> str:
-    """A hash of the compiler's and the local kernels' sources (cache invalidation)."""
-    root = Path(__file__).resolve().parents[1]
-    h = hashlib.sha256(__version__.encode())
-    for sub in ("compiler", "kernels", "bundle"):
-        for p in sorted((root / sub).rglob("*")):
-            if p.suffix in (".py", ".j2", ".glsl", ".cu") and p.is_file():
-                h.update(p.relative_to(root).as_posix().encode())
-                h.update(p.read_bytes())
-    return h.hexdigest()[:16]
-
-
-def _source(params: dict[str, Any]) -> tuple[str, str, Any]:
-    """(name, content key, a function that returns the model file) for a model benchmark.
-
-    A zoo model is keyed by its name, options and the halbench sources that build it, and only
-    built when its bundle is not cached (ResNet-50's ONNX file is ~100 MB; a seeded-random
-    bundle of it is ~1 MB, small enough to carry to a machine without the compiler)."""
-    if "path" in params:
-        p = Path(params["path"])
-        if not p.exists():
-            raise UserError(f"model file {p} does not exist")
-        return p.stem, hashlib.sha256(p.read_bytes()).hexdigest(), lambda: p
-    from halbench.bench import zoo
-
-    name = zoo.resolve_name(params["zoo"])
-    opts = {k: params[k] for k in ("batch", "seq") if k in params}
-    key = hashlib.sha256(repr((name, sorted(opts.items()), _compiler_fingerprint())).encode()).hexdigest()
-
-    def build() -> Path:
-        path = cache_dir() / "models" / f"{name}-{key[:16]}.onnx"
-        if not path.exists():
-            zoo.save(name, path, **opts)
-        return path
-
-    return name, key, build
-
-
 def target_name(info: Any, api: str) -> str | None:
     """The compiler target for a probed device, as a name of the target table (so that a
     bundle compiled elsewhere for ``h100`` is the one cached for an H100 here), or None for
@@ -152,8 +111,8 @@ def compile_cached(params: dict[str, Any], target_devices: tuple[str, ...], weig
 
     opts = CompileOptions(target_devices=target_devices, weights=weights, input_shapes=input_shapes or {},
                           targets={api: n for api, n in (targets or {}).items() if n})
-    name, source_key, build = _source(params)
-    key = hashlib.sha256((source_key + opts.cache_key() + _compiler_fingerprint()).encode()).hexdigest()[:24]
+    name, source_key, build = model_source(params)
+    key = hashlib.sha256((source_key + opts.cache_key() + compiler_fingerprint()).encode()).hexdigest()[:24]
     out = cache_dir() / "bundles" / f"{name}-{key}.hbx"
     if out.exists():
         return out, {"cached": True, "seconds": 0.0}

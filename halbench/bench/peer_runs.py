@@ -88,9 +88,9 @@ def run_peer(spec: BenchmarkSpec, where: Any, missing_reason: str | None, job: P
         return _entry(spec, uri, driver, job, "skipped", why, info)
     info["version"] = peer.version()
     if uri not in device_entries:
-        from halbench.bench.runner import _device_entry
+        from halbench.bench.environment import device_entry
 
-        device_entries[uri] = _device_entry(where)
+        device_entries[uri] = device_entry(where)
     try:
         return _measure(spec, where, job, peer, info)
     except PeerUnsupported as e:

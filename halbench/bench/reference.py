@@ -21,7 +21,7 @@ import numpy as np
 
 from halbench.tools import cache_dir
 
-__all__ = ["ModelContext", "compare_outputs", "model_context", "ORT_REFERENCE"]
+__all__ = ["ORT_REFERENCE", "ModelContext", "compare_outputs", "model_context"]
 
 ORT_REFERENCE = "onnxruntime-cpu"
 LOCAL_REFERENCE = "local-sync"
@@ -64,10 +64,10 @@ def model_context(params: dict[str, Any]) -> ModelContext:
 
 
 def _build(params: dict[str, Any]) -> ModelContext:
-    from halbench.bench.models import _source
+    from halbench.bench.model_files import model_source
     from halbench.bundle.weights import RANDOM_SEED
 
-    name, source_key, build = _source(params)
+    name, source_key, build = model_source(params)
     src = Path(build())
     if src.suffix.lower() != ".onnx":
         return ModelContext(None)

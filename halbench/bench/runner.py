@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from halbench import __version__
-from halbench.bench.environment import read_environment
+from halbench.bench.environment import device_entry, read_environment
 from halbench.bench.journal import Journal
 from halbench.bench.peer_runs import peer_pairs, run_peer
 from halbench.bench.schema import (
@@ -224,7 +224,7 @@ def _run_pair(spec: BenchmarkSpec, where: Any, missing_reason: str | None, open_
     if dev is None or isinstance(dev, Exception) or dev.lost:
         try:
             dev = create_device(where)
-            device_entries[uri] = _device_entry(dev.info)
+            device_entries[uri] = device_entry(dev.info)
         except HalbenchError as e:
             dev = e
         open_devices[uri] = dev
@@ -259,19 +259,6 @@ def _merge_repetition(first: BenchmarkResult, more: BenchmarkResult) -> Benchmar
     if more.environment.get("after"):
         env["after"] = more.environment["after"]
     return replace(first, samples=first.samples.appended(more.samples), environment=env)
-
-
-def _device_entry(info: Any) -> dict[str, Any]:
-    """The stored DeviceInfo plus the vendor's published peaks (rooflines' dashed ceilings)."""
-    d = info.to_dict()
-    try:
-        from halbench.compiler.targets import published_peaks
-    except ImportError:  # a machine without the compiler extra
-        return d
-    peaks = published_peaks(info)
-    if peaks:
-        d["published_peaks"] = peaks
-    return d
 
 
 def _match(name: str, pattern: str) -> bool:

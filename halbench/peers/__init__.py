@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -102,7 +102,7 @@ class PreparedPeer:
     def __enter__(self) -> PreparedPeer:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
@@ -195,7 +195,7 @@ def peer_names() -> list[str]:
     return sorted(_registry())
 
 
-@lru_cache(maxsize=None)
+@cache
 def get_peer(name: str) -> Peer:
     """The peer plug-in called ``name`` (``ort`` is an alias of ``onnxruntime``)."""
     name = {"ort": "onnxruntime", "pytorch": "torch"}.get(name, name)

@@ -24,7 +24,14 @@ from typing import Any
 
 import numpy as np
 
-from halbench.peers import Peer, PeerSample, PeerSpec, PeerUnsupported, PreparedPeer, host_timed, outputs_to_numpy
+from halbench.peers import (
+    Peer,
+    PeerSample,
+    PeerSpec,
+    PeerUnsupported,
+    PreparedPeer,
+    host_timed,
+)
 
 __all__ = ["IreePeer", "compile_for", "iree_candidates"]
 
@@ -167,8 +174,8 @@ class _Prepared(PreparedPeer):
     def __init__(self, kind: str, model: Path, names: Sequence[str], inputs: Sequence[np.ndarray],
                  device: Any, version: str) -> None:
         super().__init__()
-        import onnx
         import iree.runtime as rt
+        import onnx
         from onnx import numpy_helper
 
         from halbench.peers import model_key

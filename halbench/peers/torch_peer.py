@@ -11,7 +11,15 @@ from typing import Any
 
 import numpy as np
 
-from halbench.peers import Peer, PeerSample, PeerSpec, PeerUnsupported, PreparedPeer, host_timed, outputs_to_numpy
+from halbench.peers import (
+    Peer,
+    PeerSample,
+    PeerSpec,
+    PeerUnsupported,
+    PreparedPeer,
+    host_timed,
+    outputs_to_numpy,
+)
 
 __all__ = ["TorchPeer"]
 

@@ -101,14 +101,14 @@ def test_a_pass_bug_local_sync_shares_is_marked_wrong(tmp_path: Path, monkeypatc
     onnxruntime reference sees the model is wrong; the report says so."""
     if _missing("onnxruntime"):
         pytest.skip("onnxruntime is not installed")
-    import halbench.compiler.pipeline as pipeline
     from halbench.bench import reference
     from halbench.bench.runner import run_suite
     from halbench.bench.suite import load_suite
+    from halbench.compiler import pipeline
 
     real = pipeline.fold_constants
 
-    def broken(g):  # noqa: ANN001, ANN202 - the bug under test
+    def broken(g):
         g = real(g)
         used = [v for op in g.ops for v in op.inputs if v in g.weights]
         name = next(v for v in used if g.weights[v].data is not None and g.weights[v].data.size > 16)
