@@ -70,14 +70,14 @@ def _migrate_1_to_2(doc: dict[str, Any]) -> dict[str, Any]:
     """Version 1 had halbench's own entries only: each becomes ``runtime: "halbench"``; the
     correctness reference (``correctness.reference``) was always local-sync."""
     doc = dict(doc)
-    benchmarks = []
-    for bench in doc.get("benchmarks", []):
-        bench = dict(bench) if isinstance(bench, dict) else bench
-        if isinstance(bench, dict):
-            bench.setdefault("runtime", HALBENCH)
-            bench.setdefault("runtime_info", {})
-        benchmarks.append(bench)
-    doc["benchmarks"] = benchmarks
+    if isinstance(doc.get("benchmarks"), list):  # anything else: validation names the problem
+        benchmarks = []
+        for bench in doc["benchmarks"]:
+            if isinstance(bench, dict):
+                bench = {**bench, "runtime": bench.get("runtime", HALBENCH),
+                         "runtime_info": bench.get("runtime_info", {})}
+            benchmarks.append(bench)
+        doc["benchmarks"] = benchmarks
     doc["schema_version"] = 2
     return doc
 

@@ -197,3 +197,13 @@ def test_load_results_dataframes(tmp_path: Path, doc: dict[str, Any]) -> None:
     wrong = bench[(bench.name == "resnet50/b1") & (bench.device == "vulkan://1") & (bench.source == str(a))]
     assert wrong.status.item() == "wrong" and wrong.samples.item() == 0
     assert len(frames["dispatches"]) > 100
+
+
+@pytest.mark.parametrize("benchmarks", [None, "x", [None, 3]])
+def test_migration_from_version_1_leaves_bad_benchmarks_to_validation(tmp_path: Path, benchmarks: Any) -> None:
+    path = tmp_path / "v1.json"
+    path.write_text(json.dumps({"schema_version": 1, "kind": "halbench-results",
+                                "run": {"id": "x", "halbench_version": "0", "started_at": "t"},
+                                "devices": {}, "benchmarks": benchmarks, "warnings": []}))
+    with pytest.raises(ResultsError, match=r"^[^\n]*benchmarks[^\n]*$"):
+        read_results(path)
