@@ -149,3 +149,15 @@ def test_run_suite_refuses_an_unknown_peer_in_one_line(tmp_path: Path) -> None:
     r = _cli("run-suite", "s.yaml", "--peer", "tensorrt", "-o", "r.json", cwd=tmp_path)
     assert r.returncode == 2 and not (tmp_path / "r.json").exists()
     assert r.stderr.strip().count("\n") == 0 and "unknown peer 'tensorrt'" in r.stderr
+
+
+def test_without_onnx_the_reference_falls_back_to_local_sync(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A machine that runs cached bundles only (no onnx package) keeps running halbench's own
+    benchmarks, checked against local-sync, and says why."""
+    from halbench.bench import reference
+
+    monkeypatch.setattr(reference, "_contexts", {})
+    monkeypatch.setitem(sys.modules, "onnx", None)  # importing onnx now fails
+    ctx = reference.model_context({"zoo": "tiny-mlp", "batch": 1})
+    assert ctx.path is None and ctx.reference is None
+    assert ctx.reference_name == "local-sync" and "onnx" in (ctx.reference_note or "")
