@@ -139,25 +139,10 @@ def _reference() -> Any:
 
 
 def _inputs(params: dict[str, Any], module: Any) -> list[np.ndarray]:
-    if "zoo" in params:
-        from halbench.bench import zoo
+    from halbench.bench.reference import seeded_inputs
+    from halbench.dtypes import to_numpy
 
-        kw = {k: params[k] for k in ("batch", "seq") if k in params}
-        arrays = zoo.make_inputs(params["zoo"], seed=0, **kw)
-        if isinstance(arrays, dict):
-            arrays = [arrays[s.name] for s in module.function(None).inputs]
-        return [np.asarray(a) for a in arrays]
-    rng = np.random.default_rng(0)
-    out = []
-    for spec in module.function(None).inputs:
-        from halbench.dtypes import to_numpy
-
-        dt = to_numpy(spec.dtype)
-        if np.issubdtype(dt, np.floating):
-            out.append(rng.standard_normal(spec.shape).astype(dt))
-        else:
-            out.append(rng.integers(0, 2, spec.shape).astype(dt))
-    return out
+    return seeded_inputs(params, [(s.name, s.shape, to_numpy(s.dtype)) for s in module.function(None).inputs])
 
 
 def bundle_and_inputs(params: dict[str, Any], device: Any) -> tuple[Path, list[np.ndarray]]:

@@ -103,8 +103,6 @@ def run_peer(spec: BenchmarkSpec, where: Any, missing_reason: str | None, job: P
 def _measure(spec: BenchmarkSpec, device: Any, job: PeerJob, peer: Any, info: dict[str, Any]) -> BenchmarkResult:
     """Load, check and time the peer in a worker process (``halbench.bench.peer_worker``)."""
     import json
-    import subprocess
-    import sys
     import tempfile
 
     import numpy as np
@@ -134,17 +132,16 @@ def _measure(spec: BenchmarkSpec, device: Any, job: PeerJob, peer: Any, info: di
         if reference is not None:
             np.savez(folder / "reference.npz", **{f"a{i}": x for i, x in enumerate(reference)})
         (folder / "request.json").write_text(json.dumps(req))
-        try:
-            r = subprocess.run([sys.executable, "-m", "halbench.bench.peer_worker", str(folder)],
-                               capture_output=True, text=True, timeout=timeout)
-        except subprocess.TimeoutExpired:
+        code = _run_worker(folder, timeout)
+        if code is None:
             return _entry(spec, device.uri, device.driver, job, "error",
                           f"{job.text} did not finish within {timeout:.0f} s", info)
         res_path = folder / "result.json"
         if not res_path.exists() or res_path.stat().st_size > (16 << 20):
-            tail = (r.stderr.strip().splitlines() or [f"exit code {r.returncode}"])[-1][:300]
+            log = (folder / "worker.log").read_bytes()[-4096:].decode("utf-8", "replace")
+            tail = (log.strip().splitlines() or [f"exit code {code}"])[-1][:300]
             return _entry(spec, device.uri, device.driver, job, "error",
-                          f"{job.text} crashed (exit code {r.returncode}): {tail}", info)
+                          f"{job.text} crashed (exit code {code}): {tail}", info)
         out = json.loads(res_path.read_text())
     info = {**info, "version": out.get("version", info.get("version", "")), "settings": out.get("settings") or {}}
     if out.get("notes"):
@@ -164,3 +161,30 @@ def _measure(spec: BenchmarkSpec, device: Any, job: PeerJob, peer: Any, info: di
     return replace(entry, samples=Samples(tuple(out.get("device_ms") or ()), tuple(out.get("host_ms") or ())),
                    timing=Timing(s.warmup, s.min_time_s, s.min_samples, False, None, source),
                    metrics=Metrics(items_per_run=int(spec.params.get("batch", 1))))
+
+
+def _run_worker(folder: Path, timeout: float) -> int | None:
+    """Run the peer worker on ``folder``; its exit code, or None when it ran out of time.
+
+    It runs in a session of its own with its output in a file: on a timeout or an interrupt the
+    whole process group is killed (torch.compile's compile workers with it), and no pipe is left
+    for an orphaned grandchild to hold open, which would hang the runner."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    with open(folder / "worker.log", "wb") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "halbench.bench.peer_worker", str(folder)],
+                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+        try:
+            return proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+        finally:
+            try:  # the worker's leftovers too, also after a normal exit
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            proc.wait()

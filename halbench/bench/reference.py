@@ -25,9 +25,6 @@ __all__ = ["ORT_REFERENCE", "ModelContext", "compare_outputs", "model_context"]
 
 ORT_REFERENCE = "onnxruntime-cpu"
 LOCAL_REFERENCE = "local-sync"
-#: ONNX TensorProto element types -> NumPy (the inputs a benchmark can generate).
-_NP = {1: np.float32, 2: np.uint8, 3: np.int8, 5: np.int16, 6: np.int32, 7: np.int64, 9: np.bool_,
-       10: np.float16, 11: np.float64}
 
 
 @dataclass
@@ -97,7 +94,7 @@ def _build(params: dict[str, Any]) -> ModelContext:
     inits = {t.name for t in model.graph.initializer}
     graph_inputs = [i for i in model.graph.input if i.name not in inits]
     names = [i.name for i in graph_inputs]
-    inputs = _inputs(params, graph_inputs)
+    inputs = seeded_inputs(params, _onnx_specs(params, graph_inputs))
     ctx = ModelContext(path, names, inputs)
     ctx.reference, ctx.reference_note = _onnxruntime(path, names, inputs)
     if ctx.reference is not None:
@@ -105,28 +102,38 @@ def _build(params: dict[str, Any]) -> ModelContext:
     return ctx
 
 
-def _inputs(params: dict[str, Any], graph_inputs: list[Any]) -> list[np.ndarray]:
-    """Seeded inputs: a zoo model's own valid inputs; for a model file, standard normal floats
-    and 0/1 integers (seed 0), shaped by ``input_shapes`` where the file has dynamic dims."""
+def seeded_inputs(params: dict[str, Any], specs: list[tuple[str, Any, Any]]) -> list[np.ndarray]:
+    """THE inputs of a model benchmark, for halbench and every peer: a zoo model's own valid
+    inputs; otherwise, per (name, shape, NumPy dtype), standard normal floats and 0/1 integers
+    from one seed-0 generator, in order."""
     if "zoo" in params:
         from halbench.bench import zoo
 
         kw = {k: params[k] for k in ("batch", "seq") if k in params}
         arrays = zoo.make_inputs(params["zoo"], seed=0, **kw)
         if isinstance(arrays, dict):
-            return [np.asarray(arrays[i.name]) for i in graph_inputs]
+            return [np.asarray(arrays[name]) for name, _, _ in specs]
         return [np.asarray(a) for a in arrays]
     rng = np.random.default_rng(0)
+    out = []
+    for _, shape, dt in specs:
+        if np.issubdtype(dt, np.floating):
+            out.append(rng.standard_normal(shape).astype(dt))
+        else:
+            out.append(rng.integers(0, 2, shape).astype(dt))
+    return out
+
+
+def _onnx_specs(params: dict[str, Any], graph_inputs: list[Any]) -> list[tuple[str, Any, Any]]:
+    """(name, shape, dtype) of an ONNX graph's inputs; ``input_shapes`` fills dynamic dims."""
+    from onnx.helper import tensor_dtype_to_np_dtype
+
     shapes = params.get("input_shapes") or {}
     out = []
     for i in graph_inputs:
         tt = i.type.tensor_type
         shape = shapes.get(i.name) or [d.dim_value if d.HasField("dim_value") else 1 for d in tt.shape.dim]
-        dt = _NP.get(tt.elem_type, np.float32)
-        if np.issubdtype(dt, np.floating):
-            out.append(rng.standard_normal(shape).astype(dt))
-        else:
-            out.append(rng.integers(0, 2, shape).astype(dt))
+        out.append((i.name, tuple(shape), np.dtype(tensor_dtype_to_np_dtype(tt.elem_type))))
     return out
 
 

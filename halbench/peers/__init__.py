@@ -73,7 +73,6 @@ class PeerSpec:
 class PeerSample:
     device_ms: float
     host_ms: float
-    profile: Any = None
 
 
 class PreparedPeer:

@@ -112,7 +112,9 @@ def _sanitize(name: str) -> str:
 
 
 def _cache_paths(cache: Path, key: str, kind: str, requested: str | None) -> tuple[Path, Path]:
-    stem = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{key[:24]}-{kind}-{requested or 'default'}")
+    # A module runs only on the IREE runtime of its compiler's version (the two are pinned alike).
+    version = IreePeer().version() or "unknown"
+    stem = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{key[:24]}-{kind}-{requested or 'default'}-iree{version}")
     return cache / f"{stem}.vmfb", cache / f"{stem}.json"
 
 
@@ -200,6 +202,7 @@ class _Prepared(PreparedPeer):
                 raise PeerUnsupported(f"IREE module wants parameter {p!r}, which the model does not have")
             self._params.append(_aligned(numpy_helper.to_array(by_name[p])))
             index.add_buffer(p, self._params[-1])
+        graph_name = m.graph.name
         del m, by_name
         self.ctx = rt.SystemContext(config=self.config)
         self.ctx.add_vm_module(rt.create_io_parameters_module(self.ctx.instance,
@@ -207,7 +210,7 @@ class _Prepared(PreparedPeer):
         vm = rt.VmModule.mmap(self.ctx.instance, rec["vmfb"])
         self.ctx.add_vm_module(vm)
         fns = [n for n in vm.function_names if not n.startswith("__") and "$" not in n]
-        fn_name = next((n for n in fns if n == _graph_name(model)), None) or (fns[0] if fns else None)
+        fn_name = next((n for n in fns if n == graph_name), None) or (fns[0] if fns else None)
         if fn_name is None:
             raise PeerUnsupported("the IREE module exports no function")
         self.fn = self.ctx.modules[vm.name][fn_name]
@@ -265,9 +268,3 @@ def _aligned(a: np.ndarray, alignment: int = 4096) -> np.ndarray:
     out = raw[start:start + a.nbytes].view(a.dtype).reshape(a.shape)
     out[...] = a
     return out
-
-
-def _graph_name(model: Path) -> str:
-    import onnx
-
-    return onnx.load(str(model), load_external_data=False).graph.name

@@ -161,3 +161,16 @@ def test_without_onnx_the_reference_falls_back_to_local_sync(monkeypatch: pytest
     ctx = reference.model_context({"zoo": "tiny-mlp", "batch": 1})
     assert ctx.path is None and ctx.reference is None
     assert ctx.reference_name == "local-sync" and "onnx" in (ctx.reference_note or "")
+
+
+def test_a_worker_out_of_time_is_stopped_and_reported(tmp_path: Path) -> None:
+    """The worker is killed with its process group at the deadline; the runner gets None (an
+    error entry 'did not finish'), not a hang on a pipe some grandchild holds."""
+    from halbench.bench.peer_runs import _run_worker
+
+    (tmp_path / "request.json").write_text("{}")
+    assert _run_worker(tmp_path, 0.01) is None
+    assert not (tmp_path / "result.json").exists()
+    # A worker that finishes gives its exit code: a bad request is reported in result.json.
+    assert _run_worker(tmp_path, 300) == 0
+    assert json.loads((tmp_path / "result.json").read_text())["status"] == "error"
