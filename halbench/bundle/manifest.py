@@ -42,7 +42,9 @@ FORMAT_NAME = "halbench-bundle"
 FORMAT_VERSION = 1
 #: Binding offsets are multiples of this: valid on every device (docs/bundle-format.md).
 BINDING_ALIGNMENT = 256
-BUFFER_KINDS = ("input", "output", "weight", "transient", "status")
+#: status: gathers' out-of-bounds slots; scratch: split-K counters and partial sums. Both start
+#: zeroed at load, and kernels leave their counters at zero.
+BUFFER_KINDS = ("input", "output", "weight", "transient", "status", "scratch")
 #: No buffer of a bundle may be larger (1 TiB: beyond any device, and beyond what NumPy indexes).
 MAX_BUFFER_BYTES = 1 << 40
 MANIFEST = "manifest.json"

@@ -309,11 +309,21 @@ def _schedule(g: Graph, options: CompileOptions, executables: list[ExecutableDec
     # binding alignment apart; the runtime reads them after each run and names the dispatch):
     # kernels.Plan.status.
     from halbench.bundle.manifest import BINDING_ALIGNMENT
-    from halbench.compiler.codegen.kernels import uses_extract
+    from halbench.compiler.codegen.kernels import gemm_split, uses_extract
 
     gathering = [i for i, d in enumerate(g.ops) if uses_extract(d)]
     if gathering:
         buffer("status", BINDING_ALIGNMENT * len(gathering), "status", "status")
+    # Split-K GEMMs take a scratch range of their own (kernels.GemmSplit: counters that start at
+    # zero and that the kernel leaves at zero, then partial sums), after the status slot.
+    splits = {i: sp for i, d in enumerate(g.ops) if (sp := gemm_split(d, g)) is not None}
+    scratch_at: dict[int, int] = {}
+    if splits:
+        total = 0
+        for i, sp in splits.items():
+            scratch_at[i] = total
+            total += -(-sp.nbytes // BINDING_ALIGNMENT) * BINDING_ALIGNMENT
+        buffer("scratch", total, "scratch", "scratch")
 
     def where(v: str) -> tuple[int, int]:
         key, off = g.storage[g.root(v)]
@@ -342,6 +352,8 @@ def _schedule(g: Graph, options: CompileOptions, executables: list[ExecutableDec
         pending_w += writes
         if i in gathering:
             binds.append(BufferRange(ids["status"], BINDING_ALIGNMENT * gathering.index(i), 16))
+        if i in splits:
+            binds.append(BufferRange(ids["scratch"], scratch_at[i], splits[i].nbytes))
         flops, nbytes = g.costs.get(i, (0, 0))
         steps.append(DispatchStep(i, tuple(binds), d.attrs["name"], flops, nbytes))
     copies = []

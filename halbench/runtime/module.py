@@ -63,7 +63,7 @@ class Module:
         try:
             for b in m.buffers:
                 buffers[b.id] = device.allocate(b.nbytes, b.kind)
-                if b.kind == "status":  # gathers' out-of-bounds slots start clear
+                if b.kind in ("status", "scratch"):  # out-of-bounds slots and split-K counters start clear
                     buffers[b.id].write(np.zeros(b.nbytes, np.uint8))
             for w in m.weights:  # uploaded once; weights are never written again
                 buffers[w.buffer].write(bundle.weight(w), w.offset)

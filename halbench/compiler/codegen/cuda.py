@@ -83,6 +83,8 @@ def _render(plan: Plan, d: Any, g: Graph, lang: Lang, header: str) -> str:
         bindings.append({"i": i, "stype": _STYPE[dt], "input": i < len(disp.inputs)})
     if plan.status:  # the gather bounds status slot (kernels.Plan.status)
         bindings.append({"i": len(disp.values), "stype": "unsigned int", "input": False})
+    if plan.scratch:  # split-K counters and partial sums (kernels.GemmSplit)
+        bindings.append({"i": len(disp.values) + plan.status, "stype": "unsigned int", "input": False})
     # The matrix GEMM needs mma.h (and cuda_bf16.h) on top of the language's header.
     header = "\n".join((header, *plan.ctx.get("includes", ())))
     return render("cuda_module.j2", header=header, name=plan.ctx.get("name", disp.name), wg=plan.workgroup_size,
@@ -108,7 +110,7 @@ def generate_cuda(d: Any, g: Graph, target: Any = None, *, formats: Sequence[str
     plan, src = cuda_source(d, g, tuning=t)
     disp = as_dispatch(d)
     name = re.sub(r"[^A-Za-z0-9_]+", "_", disp.name)
-    entry = EntryPoint("main", len(disp.values) + plan.status, 0, plan.workgroup_size)
+    entry = EntryPoint("main", len(disp.values) + plan.status + plan.scratch, 0, plan.workgroup_size)
     out = []
     for fmt in formats:
         try:

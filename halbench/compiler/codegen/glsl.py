@@ -76,6 +76,17 @@ class GLSL(Lang):
     def store4(self, i: int, off4: str, values: Sequence[str]) -> str:
         return f"V{i}[{off4}] = vec4({', '.join(values)});"
 
+    scratch_fence = "memoryBarrierBuffer();"
+
+    def scratch_store(self, i: int, off: str, value: str) -> str:
+        return f"B{i}[{off}] = floatBitsToUint({value});"
+
+    def scratch_load(self, i: int, off: str) -> str:
+        return f"uintBitsToFloat(B{i}[{off}])"
+
+    def scratch_add(self, i: int, off: str) -> str:
+        return f"int(atomicAdd(B{i}[{off}], 1u))"
+
     def bits_to_float(self, bits: str) -> str:
         if bits.startswith("0x"):
             return f"uintBitsToFloat({bits}u)"
@@ -120,6 +131,9 @@ def glsl_sources(d: Any, g: Graph, target: Any = None, abis: Sequence[str] = ("b
     if plan.status:  # the gather bounds status slot (kernels.Plan.status)
         bindings.append({"i": len(disp.values), "stype": "uint", "access": "writeonly", "vec4": False,
                          "align": 4, "vtype": "vec4"})
+    if plan.scratch:  # split-K counters and partial sums (kernels.GemmSplit), read across workgroups
+        bindings.append({"i": len(disp.values) + plan.status, "stype": "uint", "access": "coherent",
+                         "vec4": False, "align": 4, "vtype": "vec4"})
     sources = {}
     for abi in abis:
         sources[abi] = render("glsl_module.j2", abi=abi, name=plan.ctx.get("name", disp.name),
@@ -142,7 +156,7 @@ def generate_vulkan(d: Any, g: Graph, target: Any = None, abi: str = "all", *,
     for a in abis:
         name = re.sub(r"[^A-Za-z0-9_]+", "_", f"{disp.name}_{a}")
         spirv = _compile(sources[a], name, validate)
-        entry = EntryPoint("main", len(disp.values) + plan.status, 0, plan.workgroup_size)
+        entry = EntryPoint("main", len(disp.values) + plan.status + plan.scratch, 0, plan.workgroup_size)
         out.append(GpuVariant(ABIS[a], t.name, spirv, entry, plan.workgroups, (), sources[a], "spv"))
     return out
 

@@ -29,11 +29,12 @@ from halbench.compiler.codegen.tuning import (
     mma_fragment,
     mma_tiles,
     reduction_plan,
+    split_k,
 )
 from halbench.compiler.ir import Graph, Op
 from halbench.errors import CompileError
 
-__all__ = ["Dispatch", "Plan", "as_dispatch", "plan_dispatch", "uses_extract"]
+__all__ = ["Dispatch", "GemmSplit", "Plan", "as_dispatch", "gemm_split", "plan_dispatch", "uses_extract"]
 
 _NEUTRAL = {"add": 0.0, "mul": 1.0, "max": float("-inf"), "min": float("inf")}
 
@@ -52,7 +53,9 @@ class Dispatch:
 
 
 def as_dispatch(d: Any) -> Dispatch:
-    """Accept the compiler's dispatch op (attrs root/epilogue) or a bare op."""
+    """Accept the compiler's dispatch op (attrs root/epilogue), a bare op, or a Dispatch."""
+    if isinstance(d, Dispatch):
+        return d
     attrs = getattr(d, "attrs", {}) or {}
     if getattr(d, "kind", None) == "dispatch" or "root" in attrs:
         root = attrs["root"]
@@ -79,6 +82,8 @@ class Plan:
     status: bool = False
     #: the kernel reads back what it wrote to its outputs (an in-place sort)
     reads_outputs: bool = False
+    #: the kernel takes one more binding after the status slot: split-K scratch (gemm_split)
+    scratch: bool = False
 
 
 class _Ctx:
@@ -687,19 +692,82 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
         p.vec4 = {i for i, off in zip((ia, ib), vec_off) if off is not None}
         p.features.add("mma")
         return p
-    tiles = gemm_tiles(t, m, n, k, batch)
+    sp = gemm_split(c.d, c.g)
+    slices = sp.slices if sp is not None and c.L.scratch_ok else 1
+    tiles = gemm_tiles(t, m, n, k, batch * slices)
     gx, gy = -(-n // tiles.bn), -(-m // tiles.bm)
     ctx = {"BM": tiles.bm, "BN": tiles.bn, "BK": tiles.bk, "TM": tiles.tm, "TN": tiles.tn,
-           "TX": tiles.bn // tiles.tn, "TY": tiles.bm // tiles.tm, "WG": tiles.threads, "PAD": 4, **problem}
+           "TX": tiles.bn // tiles.tn, "TY": tiles.bm // tiles.tm, "WG": tiles.threads, "PAD": 4,
+           "SPLIT": slices, "DEPTH": sp.depth if slices > 1 else k, "GX": gx, "GY": gy,
+           "SB": len(c.d.values) + uses_extract(c.d), "PART": sp.counters if sp is not None else 0, **problem}
     shared = [("float", "As", tiles.bk * (tiles.bm + 4)), ("float", "Bs", tiles.bk * (tiles.bn + 4))]
-    return Plan("gemm.j2", ctx, (tiles.threads, 1, 1), (gx, gy, batch), shared, helpers=helpers)
+    if slices > 1:
+        shared.append(("int", "hb_last", 1))
+    return Plan("gemm.j2", ctx, (tiles.threads, 1, 1), (gx, gy, batch * slices), shared, helpers=helpers)
 
 
 def plan_dispatch(d: Any, g: Graph, t: Tuning, lang: Lang) -> Plan:
     """The kernel plan of dispatch ``d`` for target ``t`` in ``lang``."""
     plan = _plan_kind(d, g, t, lang)
     plan.status = uses_extract(d)
+    plan.scratch = gemm_split(d, g) is not None
     return plan
+
+
+@dataclass(frozen=True)
+class GemmSplit:
+    """A split-K GEMM's slices and its scratch binding: ``counters`` uint32 words (one per output
+    tile of the finest tiling, zero before and after every run) then ``slices x batch x M x N``
+    f32 partial sums."""
+
+    slices: int
+    depth: int
+    counters: int
+
+    batch: int
+    m: int
+    n: int
+
+    @property
+    def nbytes(self) -> int:
+        return 4 * (self.counters + self.slices * self.batch * self.m * self.n)
+
+
+def _gemm_dims(op: Op, g: Graph) -> tuple[int, int, int, int]:
+    """(batch, M, N, K) of a matmul, batch_matmul or conv2d as _plan_gemm sees it."""
+    sa, sb = g.types[op.inputs[0]].shape, g.types[op.inputs[1]].shape
+    a = op.attrs
+    if op.kind in ("matmul", "batch_matmul"):
+        batch = sa[0] if op.kind == "batch_matmul" else 1
+        m, k = (sa[-1], sa[-2]) if a.get("transpose_a") else (sa[-2], sa[-1])
+        n = sb[-2] if a.get("transpose_b") else sb[-1]
+        return int(batch), int(m), int(n), int(k)
+    oshape = g.types[op.outputs[0]].shape
+    if a["layout"] in ("nchw", "ngchw"):
+        g_ = sa[1] if a["layout"] == "ngchw" else 1
+        cin = sa[-3]
+        return int(g_), int(sb[-4]), int(sa[0] * oshape[-2] * oshape[-1]), int(cin * sb[-2] * sb[-1])
+    kh, kw = (sb[0], sb[1]) if a["layout"] == "nhwc_hwcf" else (sb[1], sb[2])
+    f = sb[3] if a["layout"] == "nhwc_hwcf" else sb[0]
+    return 1, int(sa[0] * oshape[1] * oshape[2]), int(f), int(kh * kw * sa[3])
+
+
+def gemm_split(d: Any, g: Graph) -> GemmSplit | None:
+    """How dispatch ``d`` splits its f32 GEMM along K on GPUs (tuning.split_k), or None.
+
+    A function of the dispatch alone, so that the schedule reserves one scratch range that every
+    GPU variant of it may use (a variant may also run unsplit and leave the binding alone)."""
+    op = as_dispatch(d).root
+    if op.kind not in ("matmul", "batch_matmul", "conv2d"):
+        return None
+    if any(g.types[v].dtype != "f32" for v in (*op.inputs[:2], op.outputs[0])):
+        return None
+    batch, m, n, k = _gemm_dims(op, g)
+    slices, depth = split_k(m, n, k, batch)
+    if slices < 2:
+        return None
+    counters = -(-batch * -(-m // 8) * -(-n // 8) // 64) * 64  # 8x8: the finest tiling; 256-B aligned
+    return GemmSplit(slices, depth, counters, batch, m, n)
 
 
 def _plan_kind(d: Any, g: Graph, t: Tuning, lang: Lang) -> Plan:

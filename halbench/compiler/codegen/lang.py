@@ -78,6 +78,24 @@ class Lang:
 
     vec4 = "float4"
 
+    # -- split-K scratch (kernels.GemmSplit): uint32 counters then f32 partial sums, visible
+    #    device-wide; the fence orders a workgroup's stores before its counter increment -------
+    scratch_ok = True  # the language has a device-scope fence (WGSL does not)
+    scratch_fence = "__threadfence();"
+
+    def scratch_store(self, i: int, off: str, value: str) -> str:
+        return f"((volatile float*)B{i})[{off}] = {value};"
+
+    def scratch_load(self, i: int, off: str) -> str:
+        return f"((volatile float*)B{i})[{off}]"
+
+    def scratch_add(self, i: int, off: str) -> str:
+        """Atomically add 1 to counter ``off``; the expression is the old value."""
+        return f"int(atomicAdd(&B{i}[{off}], 1u))"
+
+    def scratch_clear(self, i: int, off: str) -> str:
+        return f"B{i}[{off}] = 0u;"
+
     # -- scalars -----------------------------------------------------------------------
     def float_lit(self, v: float) -> str:
         if math.isnan(v) or math.isinf(v):

@@ -47,11 +47,11 @@ def dispatch_attrs(d: Op, g: Graph) -> dict[str, Any]:
 
 
 def local_executable(d: Op, g: Graph) -> ExecutableBinary:
-    # A gathering dispatch takes the status binding on every backend (the schedule binds it);
-    # the NumPy kernels check their indices themselves and leave it alone.
-    from halbench.compiler.codegen.kernels import uses_extract
+    # A gathering dispatch takes the status binding, and a split-K GEMM its scratch binding, on
+    # every backend (the schedule binds them); the NumPy kernels need neither and leave them alone.
+    from halbench.compiler.codegen.kernels import gemm_split, uses_extract
 
-    n = len(d.inputs) + len(d.outputs) + uses_extract(d)
+    n = len(d.inputs) + len(d.outputs) + uses_extract(d) + (gemm_split(d, g) is not None)
     ep = EntryPoint("main", bindings=n)
     return local_binary({"main": (kernel_name(d), dispatch_attrs(d, g), ep)}, target="host")
 

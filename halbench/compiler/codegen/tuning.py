@@ -32,6 +32,7 @@ __all__ = [
     "mma_fragment",
     "mma_tiles",
     "reduction_plan",
+    "split_k",
     "tuning_for",
 ]
 
@@ -130,6 +131,36 @@ def gemm_tiles(t: Tuning, m: int, n: int, k: int, batch: int = 1) -> GemmTiles:
         if groups >= 2 * cus and waste < 1.5:
             return c
     return ok[-1]
+
+
+#: Split-K: a GEMM whose output makes fewer than this many 32x32 tiles is split along K ...
+SPLIT_K_TILES = 256
+#: ... into at most this many slices, each at least this deep (a multiple of every BK) ...
+SPLIT_K_MAX = 16
+SPLIT_K_DEPTH = 128
+#: ... while its partial sums stay under this many bytes.
+SPLIT_K_BYTES = 64 << 20
+
+
+def split_k(m: int, n: int, k: int, batch: int = 1) -> tuple[int, int]:
+    """(slices, depth): how a small-output, deep GEMM is split along K, (1, k) when it is not.
+
+    A batch-1 GEMM such as BERT's 128x384 projections or ResNet's last 3x3 convolutions (512 x 49
+    outputs, K = 4608) makes a few dozen output tiles, so a few dozen workgroups walk a long K loop
+    one latency-bound step after another while most of the GPU idles. Slicing K gives every slice
+    its own workgroup; the last slice of a tile to finish adds the partial sums in slice order
+    (deterministic) and runs the epilogue. The choice depends on the shape only, not the target:
+    the bundle's schedule reserves the scratch memory once for every variant of the dispatch.
+    """
+    tiles = max(batch, 1) * -(-m // 32) * -(-n // 32)
+    if tiles >= SPLIT_K_TILES or k < 2 * SPLIT_K_DEPTH:
+        return 1, k
+    s = min(-(-SPLIT_K_TILES // tiles), k // SPLIT_K_DEPTH, SPLIT_K_MAX)
+    depth = -(-(-(-k // max(s, 1))) // 16) * 16
+    s = -(-k // depth)
+    if s < 2 or 4 * s * max(batch, 1) * m * n > SPLIT_K_BYTES:
+        return 1, k
+    return s, depth
 
 
 def matrix_shape(t: Tuning, in_dtype: str, acc: str = "f32") -> Any | None:

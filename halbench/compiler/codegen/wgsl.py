@@ -47,6 +47,7 @@ class WGSL(Lang):
     barrier = "workgroupBarrier();"
     vec4 = "vec4"
     ll_suffix = "l"
+    scratch_ok = False  # no device-scope fence: split-K GEMMs run unsplit here
     unary: ClassVar[dict[str, str]] = {
         "exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "tanh": "hb_tanh", "erf": "hb_erf",
         "sqrt": "sqrt", "rsqrt": "inversesqrt", "absf": "abs", "ceil": "ceil", "floor": "floor", "round": "hb_round",
@@ -242,6 +243,8 @@ def generate_webgpu(d: Any, g: Graph, target: Any = None, *, validate: bool = Tr
 
         validate_wgsl(src, name=as_dispatch(d).name)
     disp = as_dispatch(d)
-    entry = EntryPoint("main", len(disp.values) + plan.status, 0, plan.workgroup_size)
+    # A split-K dispatch's scratch binding is bound but unused: WGSL has no device-scope fence,
+    # so its GEMMs run unsplit (Lang.scratch_ok) and the explicit layout keeps the slot.
+    entry = EntryPoint("main", len(disp.values) + plan.status + plan.scratch, 0, plan.workgroup_size)
     return [GpuVariant(FORMAT, t.name, src.encode(), entry, plan.workgroups, (), src, "wgsl")]
 
