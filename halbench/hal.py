@@ -135,9 +135,10 @@ class Profile:
     """Device timing of one submission.
 
     ``total_ns`` is the device time of the whole submission; ``total_source`` says how it was
-    measured ("timestamps": bracketed by the same timestamps as the dispatches; "unprofiled":
-    a separate run without per-dispatch events, for drivers where those events perturb the
-    work). ``calibrated`` is False when absolute times could not be mapped onto the host clock
+    measured ("timestamps": bracketed by the same timestamps as the dispatches; "total": by two
+    timestamps around a submission without per-dispatch ones (``dispatches`` is then empty);
+    "unprofiled": a separate run without per-dispatch events, for drivers where those events
+    perturb the work). ``calibrated`` is False when absolute times could not be mapped onto the host clock
     (durations remain exact); ``deviation_ns`` is the calibration's maximum deviation.
     """
 
@@ -285,6 +286,11 @@ class CommandBuffer(ABC):
     def __init__(self, device: Device, profile: bool = False):
         self.device = device
         self.profile = profile
+        #: With ``profile=True``: False times the whole submission only (``Profile.dispatches``
+        #: empty, ``total_source`` "total"), where the driver can. Per-dispatch timestamps order
+        #: every dispatch after the previous one and add their own cost, so a model's latency is
+        #: timed without them, as PyTorch times a CUDA graph replay: events around the whole.
+        self.dispatch_times = True
         self.ended = False
         self.commands: list[_Command] = []
         #: Entry names of the dispatches in recording order (index into timings).
@@ -567,10 +573,14 @@ class Device(ABC):
                             f"{', '.join(self.formats) or 'none'}")
         return self._load_executable(binary)
 
-    def command_buffer(self, profile: bool = False) -> CommandBuffer:
-        """Start recording a command buffer."""
+    def command_buffer(self, profile: bool = False, dispatch_times: bool = True) -> CommandBuffer:
+        """Start recording a command buffer; ``profile`` times its submissions on the device,
+        each dispatch too unless ``dispatch_times=False`` (the total alone, where the driver can:
+        CommandBuffer.dispatch_times)."""
         self._check_open()
-        return self._command_buffer(bool(profile))
+        cb = self._command_buffer(bool(profile))
+        cb.dispatch_times = bool(dispatch_times) or not profile
+        return cb
 
     def submit(self, command_buffer: CommandBuffer, wait: Iterable[tuple[Semaphore, int]] = (),
                signal: Iterable[tuple[Semaphore, int]] = ()) -> Submission:

@@ -80,8 +80,14 @@ class PreparedModel:
         return d
 
     def run(self) -> _Sample:
-        r = self.module.profile(None, self.inputs, runs=1, warmup=0)
+        """One run timed whole (no per-dispatch timestamps, where the driver can): a model's
+        latency is measured the way PyTorch's CUDA-graph replay is, with events around it."""
+        r = self.module.profile(None, self.inputs, runs=1, warmup=0, dispatch_times=False)
         return _Sample(r.total_ns[0] / 1e6, r.host_ns[0] / 1e6, r.profiles[0])
+
+    def dispatch_profiles(self, runs: int) -> list[Any]:
+        """``runs`` profiles with per-dispatch times, for the dispatch breakdown."""
+        return list(self.module.profile(None, self.inputs, runs=max(int(runs), 1), warmup=1).profiles)
 
 
 def target_name(info: Any, api: str) -> str | None:

@@ -62,6 +62,10 @@ def sample_loop(run: Callable[[], Any], s: Settings) -> list[Any]:
     return samples
 
 
+#: Runs with per-dispatch timestamps after a model's samples, for its dispatch breakdown.
+DISPATCH_RUNS = 20
+
+
 def dispatch_stats(profiles: list[Any], infos: list[dict[str, Any]]) -> tuple[DispatchStat, ...]:
     """Per-dispatch device-time statistics over the samples' profiles (ms), with flops/bytes."""
     if not profiles or profiles[0] is None:
@@ -326,9 +330,13 @@ def _run_model(spec: BenchmarkSpec, dev: Any, prepare: Callable) -> BenchmarkRes
         samples = sample_loop(pm.run, spec.settings)
         env = {"before": before, "after": read_environment(dev.info)}
         profiles = [s.profile for s in samples]
+        # The samples time each run whole; the per-dispatch breakdown comes from runs of its own
+        # (per-dispatch timestamps serialize the dispatches and cost time: hal.CommandBuffer).
+        per_dispatch = profiles if profiles and profiles[0].dispatches else pm.dispatch_profiles(
+            min(len(samples), DISPATCH_RUNS))
         return replace(entry, environment=env, samples=_samples(samples),
                        metrics=Metrics(flops=pm.flops, bytes=pm.bytes, items_per_run=pm.items_per_run),
-                       timing=_timing(spec, profiles), dispatches=dispatch_stats(profiles, pm.dispatch_infos))
+                       timing=_timing(spec, profiles), dispatches=dispatch_stats(per_dispatch, pm.dispatch_infos))
 
 
 def _warnings(benchmarks: tuple[BenchmarkResult, ...]) -> list[str]:

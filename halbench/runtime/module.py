@@ -76,8 +76,8 @@ class Module:
             raise
         return module
 
-    def _record(self, f: Function, profile: bool) -> CommandBuffer:
-        cb = self.device.command_buffer(profile=profile)
+    def _record(self, f: Function, profile: bool, dispatch_times: bool = True) -> CommandBuffer:
+        cb = self.device.command_buffer(profile=profile, dispatch_times=dispatch_times)
         bufs = self._buffers
         for s in f.steps:
             if isinstance(s, DispatchStep):
@@ -91,7 +91,7 @@ class Module:
             elif isinstance(s, FillStep):
                 cb.fill(bufs[s.buffer], s.pattern, s.offset, s.nbytes, s.pattern_size)
         cb.end()
-        self._recorded[(f.name, profile)] = cb
+        self._recorded[(f.name, profile if dispatch_times or not profile else "total")] = cb
         return cb
 
     # -- queries ------------------------------------------------------------------------------
@@ -122,15 +122,21 @@ class Module:
             return self._read_outputs(f)
 
     def profile(self, fn: str | None = None, inputs: Sequence[Any] | Mapping[str, Any] = (),
-                runs: int = 10, warmup: int = 1, timeout_s: float = DEFAULT_TIMEOUT_S) -> ProfileResult:
-        """Run ``fn`` ``warmup + runs`` times with device timing; keep the last ``runs``."""
+                runs: int = 10, warmup: int = 1, timeout_s: float = DEFAULT_TIMEOUT_S,
+                dispatch_times: bool = True) -> ProfileResult:
+        """Run ``fn`` ``warmup + runs`` times with device timing; keep the last ``runs``.
+
+        ``dispatch_times=False`` times each run whole, without per-dispatch timestamps (which
+        serialize the dispatches and cost time of their own), where the driver can: the
+        result's ``dispatch_ns`` rows are then empty (``Profile.total_source`` "total")."""
         if int(runs) < 1 or int(warmup) < 0:
             raise UserError(f"profile needs runs >= 1 and warmup >= 0, got runs={runs}, warmup={warmup}")
         f = self.function(fn)
         arrays = check_inputs(f, inputs)
         with self._lock:
             self._check_open()
-            cb = self._recorded.get((f.name, True)) or self._record(f, profile=True)
+            key = (f.name, True if dispatch_times else "total")
+            cb = self._recorded.get(key) or self._record(f, profile=True, dispatch_times=dispatch_times)
             self._write_inputs(f, arrays)
             profiles, host = [], []
             for i in range(int(warmup) + int(runs)):
@@ -142,7 +148,7 @@ class Module:
             self._check_status(f)
         infos = self._dispatch_infos(f)
         per = tuple(tuple(t.duration_ns for t in p.dispatches) for p in profiles)
-        if per and len(per[0]) != len(infos):
+        if per and per[0] and len(per[0]) != len(infos):
             raise UserError(f"{self.device.uri} timed {len(per[0])} dispatches of '{f.name}', "
                             f"which has {len(infos)}")
         return ProfileResult(f.name, self.device.uri, infos, tuple(p.total_ns for p in profiles),

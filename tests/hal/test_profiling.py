@@ -93,3 +93,29 @@ def test_unprofiled_buffer_has_no_timings(device, build):
     sub = run(device, rec, profile=False)
     with pytest.raises(UserError, match="profile=True"):
         sub.timings()
+
+
+def test_total_only_profile_times_the_whole_submission(device, build):
+    """dispatch_times=False: the submission is timed whole, with no timestamps between its
+    dispatches, where the driver can (Vulkan, CUDA, HIP); the others time each dispatch as
+    before. Either way the result is the same and the total covers the work."""
+    rec, out = _three_dispatches(device, build)
+    cb = device.command_buffer(profile=True, dispatch_times=False)
+    rec(cb)
+    cb.end()
+    for k in range(2):  # resubmitted: each submission has its own total
+        sub = device.submit(cb)
+        sub.wait(TIMEOUT_S)
+        if k == 0:
+            np.testing.assert_array_equal(out.read(np.float32), np.full(N, 3.0, dtype=np.float32))
+        p = sub.profile()
+        assert p.total_ns > 0
+        if p.total_source == "total":
+            assert p.dispatches == () and sub.timings() == []
+            assert p.host_submit_ns <= p.host_done_ns
+            if p.calibrated:
+                assert p.end_ns - p.start_ns == p.total_ns
+        else:
+            assert p.total_source in ("timestamps", "unprofiled") and len(p.dispatches) == 3
+    if device.uri.startswith(("vulkan", "cuda", "hip")):
+        assert p.total_source == "total"

@@ -53,11 +53,11 @@ class GpuCommandBuffer(CommandBuffer):
     def _end(self) -> None:
         dev = self.device
         dev._enter()
-        if self.profile:
+        if self.profile and self.dispatch_times:
             n = sum(1 for op in self.ops if op[0] == "kernel")
             self.dispatch_events = [(dev._take_event(True), dev._take_event(True)) for _ in range(n)]
         if dev.use_graphs and self.ops:
-            self.exec = self._build(with_events=self.profile)
+            self.exec = self._build(with_events=self.profile and self.dispatch_times)
 
     # -- graphs -----------------------------------------------------------------------
     def _build(self, with_events: bool) -> Any:
@@ -114,7 +114,7 @@ class GpuCommandBuffer(CommandBuffer):
         if self.exec is not None:
             self.device.api.graph_launch(self.exec, stream)
         elif self.ops:
-            self.launch_each(stream, with_events=self.profile)
+            self.launch_each(stream, with_events=self.profile and self.dispatch_times)
 
     def launch_each(self, stream: Any, with_events: bool) -> None:
         """Individual stream launches: the stream is in order, so barriers need nothing."""

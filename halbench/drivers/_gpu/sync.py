@@ -156,7 +156,9 @@ def _enqueue(device: Any, cb: Any, wait: tuple, signal: tuple, sub: GpuSubmissio
     for sem, value in wait:
         api.stream_wait_value64(stream, sem.ptr, value)
     if cb.profile:
-        if device.unprofiled_total and device.use_graphs and cb.ops:
+        if not cb.dispatch_times:
+            sub._total_source = "total"  # the graph has no events of its own: t0 and t1 time it whole
+        elif device.unprofiled_total and device.use_graphs and cb.ops:
             sub._u0, sub._u1 = device._take_event(True), device._take_event(True)
             api.event_record(sub._u0, stream)
             api.graph_launch(cb.unprofiled(), stream)

@@ -158,7 +158,7 @@ class VulkanCommandBuffer(CommandBuffer):
             self.handle = cb = out[0]
             n_dispatch = sum(op[0] == "dispatch" for op in self.ops)
             if self.profile:
-                self.queries = 2 + 2 * n_dispatch
+                self.queries = 2 + 2 * n_dispatch if self.dispatch_times else 2
                 qi = ffi.new("VkQueryPoolCreateInfo*", {
                     "sType": vk.VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
                     "queryType": vk.VK_QUERY_TYPE_TIMESTAMP, "queryCount": self.queries})
@@ -176,7 +176,7 @@ class VulkanCommandBuffer(CommandBuffer):
             fn.vkCmdPipelineBarrier2(cb, dev.full_barrier)
             if qp is not None:
                 fn.vkCmdWriteTimestamp2(cb, _ALL, qp, 0)
-            self._emit(cb, fn, qp)
+            self._emit(cb, fn, qp if self.dispatch_times else None)
             if qp is not None:
                 fn.vkCmdWriteTimestamp2(cb, _ALL, qp, 1)
             fn.vkCmdPipelineBarrier2(cb, dev.host_barrier)

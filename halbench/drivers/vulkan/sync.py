@@ -92,4 +92,6 @@ class VulkanSubmission(Submission):
             raise UserError("a later submission of this command buffer overwrote its timestamps; "
                             "read the profile before resubmitting")
         clock = self.device.clock
+        if not cb.dispatch_times:
+            return clock.profile(cb.read_ticks(), (), self.host_submit_ns, self.host_done_ns, "total")
         return clock.profile(cb.read_ticks(), cb.dispatch_entries, self.host_submit_ns, self.host_done_ns)

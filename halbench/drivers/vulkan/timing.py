@@ -82,7 +82,7 @@ class Clock:
         return d
 
     def profile(self, ticks: Sequence[int], entries: Sequence[str], host_submit_ns: int,
-                host_done_ns: int) -> Profile:
+                host_done_ns: int, source: str = "timestamps") -> Profile:
         """``ticks``: [begin, end, start0, end0, start1, end1, ...] as the query pool holds them."""
         if self._fn is not None:
             ref_tick, ref_ns, deviation = self.calibrate()
@@ -100,5 +100,5 @@ class Clock:
         dispatches = tuple(DispatchTiming(i, e, ns(ticks[2 + 2 * i]), ns(ticks[3 + 2 * i]))
                            for i, e in enumerate(entries))
         start, end = ns(ticks[0]), ns(ticks[1])
-        return Profile(dispatches, start, end, end - start, "timestamps", calibrated,
+        return Profile(dispatches, start, end, end - start, source, calibrated,
                        float(deviation) if deviation is not None else None, host_submit_ns, host_done_ns)
