@@ -1,16 +1,15 @@
-"""A/B of a codegen change on the GPU: bundles of the same zoo models compiled before (A) and
-after (B), interleaved on each device in one process, B's outputs checked against A's and
-onnxruntime's, with PyTorch (CUDA graph) timed on the same model file beside them.
+"""A/B/C... of codegen changes on the GPU: bundles of the same zoo models compiled by
+different halbench versions, interleaved on each device in one process, each timed whole (as
+PyTorch's CUDA graph replay is) and checked against onnxruntime, with PyTorch (CUDA graph)
+timed on the same model file beside them.
 
 Usage: python scripts/ab_models.py DIR DEVICE [DEVICE ...]
-DIR holds MODEL-bB-A.hbx / MODEL-bB-B.hbx pairs (scripts/precompile-style, --weights random);
-the ONNX file each was compiled from is rebuilt from the zoo (same seeds). Prints one table row
-per (model, device): A and B median device ms, B/A, B's max relative error, and torch's ms.
+DIR holds MODEL-bBATCH-TAG.hbx files (halbench compile --weights random; TAG A is the
+baseline); the ONNX file they were compiled from is rebuilt from the zoo with the same seeds.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import sys
 import tempfile
@@ -53,32 +52,16 @@ def _torch_ms(onnx_path: Path, inputs: list[np.ndarray], mode: str) -> float | N
         return None
 
 
-def _unprofiled(uri: str, path: Path, inputs: list[np.ndarray]) -> float | None:
-    """The event-free graph's time (HALBENCH_<API>_UNPROFILED_TOTAL): timed as PyTorch's graph
-    replay is, with events around the whole submission only."""
-    api = uri.partition("://")[0]
-    if api not in ("cuda", "hip"):
-        return None
-    var = f"HALBENCH_{api.upper()}_UNPROFILED_TOTAL"
-    os.environ[var] = "1"
-    try:
-        with halbench.create_device(uri) as dev, Module.load(path, dev) as mod:
-            return float(np.median(mod.profile(None, inputs, runs=100, warmup=5).total_ns)) / 1e6
-    finally:
-        del os.environ[var]
-
-
 def main() -> None:
     root, *devices = sys.argv[1:]
-    pairs = sorted({m.group(1, 2) for p in Path(root).glob("*-A.hbx")
-                    if (m := re.fullmatch(r"(.+)-b(\d+)-A\.hbx", p.name))})
+    found: dict[tuple[str, str], list[str]] = {}
+    for p in Path(root).glob("*.hbx"):
+        if m := re.fullmatch(r"(.+)-b(\d+)-([A-Za-z0-9]+)\.hbx", p.name):
+            found.setdefault((m.group(1), m.group(2)), []).append(m.group(3))
     rows = []
     tmp = Path(tempfile.mkdtemp())
-    for model, batch in pairs:
-        b_path = Path(root) / f"{model}-b{batch}-B.hbx"
-        a_path = Path(root) / f"{model}-b{batch}-A.hbx"
-        if not b_path.exists():
-            continue
+    for (model, batch), tags in sorted(found.items()):
+        tags = sorted(tags)  # the first (A) is the baseline
         kw = {"batch": int(batch), **({"seq": 128} if model.startswith("minilm") else {})}
         from halbench.bundle.weights import RANDOM_SEED, randomize_onnx
 
@@ -90,41 +73,41 @@ def main() -> None:
         onnx.save(m, onnx_path)
         feeds = zoo.make_inputs(model, **kw)
         ref = _reference(onnx_path, feeds)
-        torch_ms = {mode: _torch_ms(onnx_path, list(feeds.values()), mode) for mode in ("cudagraph",)}
+        torch_ms = _torch_ms(onnx_path, list(feeds.values()), "cudagraph") if devices else None
         for uri in devices:
             try:
-                with halbench.create_device(uri) as dev, Module.load(a_path, dev) as a, Module.load(b_path, dev) as b:
-                    inputs = [feeds[s.name] for s in a.function(None).inputs]
-                    out_b = b.invoke(None, inputs)
-                    out_a = a.invoke(None, inputs)
-                    err_a = max(float(np.max(np.abs(x - y)) / (np.max(np.abs(y)) + 1e-30)) for x, y in zip(out_b, out_a))
-                    err_r = (max(float(np.max(np.abs(x - y)) / (np.max(np.abs(y)) + 1e-30)) for x, y in zip(out_b, ref))
-                             if ref is not None else float("nan"))
-                    ta, tb = [], []
-                    for _ in range(6):
-                        ta += list(a.profile(None, inputs, runs=25, warmup=3).total_ns)
-                        tb += list(b.profile(None, inputs, runs=25, warmup=3).total_ns)
-                    pb = b.profile(None, inputs, runs=20, warmup=3)
-                    per = np.median(np.array(pb.dispatch_ns), axis=0) / 1e6 if getattr(pb, "dispatch_ns", None) else None
-                    ma, mb = np.median(ta) / 1e6, np.median(tb) / 1e6
-                    un = _unprofiled(uri, b_path, inputs)
-                    rows.append((model, batch, uri, ma, mb, mb / ma, err_a, err_r, torch_ms.get("cudagraph"), un))
-                    print(f"{model} b{batch} {uri:10} A {ma:.3f} ms  B {mb:.3f} ms  B/A {mb / ma:.3f}  "
-                          f"err(B,A) {err_a:.1e} err(B,ort) {err_r:.1e}", flush=True)
-                    if per is not None:
-                        infos = pb.dispatches
-                        top = sorted(zip(per, [d.name for d in infos]), reverse=True)[:6]
-                        print("   top dispatches (B):", ", ".join(f"{n} {t:.3f}" for t, n in top), flush=True)
+                with halbench.create_device(uri) as dev:
+                    mods = [Module.load(Path(root) / f"{model}-b{batch}-{t}.hbx", dev) for t in tags]
+                    try:
+                        inputs = [feeds[s.name] for s in mods[0].function(None).inputs]
+                        errs = []
+                        for mod in mods:
+                            out = mod.invoke(None, inputs)
+                            errs.append(max(float(np.max(np.abs(x - y)) / (np.max(np.abs(y)) + 1e-30))
+                                            for x, y in zip(out, ref)) if ref is not None else float("nan"))
+                        times: list[list[float]] = [[] for _ in mods]
+                        for _ in range(6):
+                            for mod, ts in zip(mods, times):
+                                ts += list(mod.profile(None, inputs, runs=25, warmup=3, dispatch_times=False).total_ns)
+                        pb = mods[-1].profile(None, inputs, runs=20, warmup=3)
+                    finally:
+                        for mod in mods:
+                            mod.close()
+                med = [float(np.median(ts)) / 1e6 for ts in times]
+                for t, ms, err in zip(tags, med, errs):
+                    rows.append((model, batch, uri, t, ms, ms / med[0], err, torch_ms))
+                print(f"{model} b{batch} {uri:10} " + "  ".join(f"{t} {ms:.3f}" for t, ms in zip(tags, med)), flush=True)
+                per = np.median(np.array(pb.dispatch_ns), axis=0) / 1e6
+                top = sorted(zip(per, [d.name for d in pb.dispatches]), reverse=True)[:6]
+                print(f"   {tags[-1]}: {len(per)} dispatches, sum {per.sum():.3f} ms; top:",
+                      ", ".join(f"{n} {t:.3f}" for t, n in top), flush=True)
             except Exception as e:  # noqa: BLE001 -- one failing model must not lose the others
                 print(f"{model} b{batch} {uri}: {type(e).__name__}: {str(e)[:300]}", flush=True)
-    print("\n| model | device | A ms | B ms | B/A | B unprofiled ms | err vs A | err vs ORT | torch cudagraph ms | B/torch |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for model, batch, uri, ma, mb, r, ea, er, tc, un in rows:
-        tcs = f"{tc:.3f}" if tc else "-"
-        best = un if un else mb
-        rt = f"{best / tc:.2f}" if tc else "-"
-        uns = f"{un:.3f}" if un else "-"
-        print(f"| {model} b{batch} | {uri} | {ma:.3f} | {mb:.3f} | {r:.3f} | {uns} | {ea:.1e} | {er:.1e} | {tcs} | {rt} |")
+    print("\n| model | device | bundle | ms (timed whole) | / A | rel. error vs ORT | torch cudagraph ms | / torch |")
+    print("|---|---|---|---|---|---|---|---|")
+    for model, batch, uri, t, ms, r, err, tc in rows:
+        tcs, rt = (f"{tc:.3f}", f"{ms / tc:.2f}") if tc else ("-", "-")
+        print(f"| {model} b{batch} | {uri} | {t} | {ms:.3f} | {r:.3f} | {err:.1e} | {tcs} | {rt} |")
 
 
 if __name__ == "__main__":

@@ -700,10 +700,24 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
            "TX": tiles.bn // tiles.tn, "TY": tiles.bm // tiles.tm, "WG": tiles.threads, "PAD": 4,
            "SPLIT": slices, "DEPTH": sp.depth if slices > 1 else k, "GX": gx, "GY": gy,
            "SB": len(c.d.values) + uses_extract(c.d), "PART": sp.counters if sp is not None else 0, **problem}
+    runs = t.api == "vulkan"
+    ctx["ROW"], ctx["COL"] = _owned(tiles.tm, tiles.bm, "ty", runs), _owned(tiles.tn, tiles.bn, "tx", runs)
     shared = [("float", "As", tiles.bk * (tiles.bm + 4)), ("float", "Bs", tiles.bk * (tiles.bn + 4))]
     if slices > 1:
         shared.append(("int", "hb_last", 1))
     return Plan("gemm.j2", ctx, (tiles.threads, 1, 1), (gx, gy, batch * slices), shared, helpers=helpers)
+
+
+def _owned(t: int, b: int, var: str, contiguous: bool) -> list[str]:
+    """The tile rows (or columns) a thread owns, as expressions of its index ``var``: with
+    ``contiguous``, runs of 4 adjacent ones where ``t`` allows (the runs sit ``b / (t / 4)``
+    apart), else ``t`` strided by the number of threads along that axis. On the H100, runs made
+    Vulkan's ResNet-50 / MiniLM at batch 8 2-6% faster and CUDA's 5-14% slower."""
+    if t % 4 == 0 and contiguous:
+        runs = t // 4
+        return [f"{var} * 4 + {(i // 4) * (b // runs) + i % 4}" for i in range(t)]
+    stride = b // t
+    return [f"{var} + {i * stride}" for i in range(t)]
 
 
 def plan_dispatch(d: Any, g: Graph, t: Tuning, lang: Lang) -> Plan:

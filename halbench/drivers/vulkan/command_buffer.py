@@ -187,7 +187,8 @@ class VulkanCommandBuffer(CommandBuffer):
     def _emit(self, cb: Any, fn: Any, qp: Any) -> None:
         bound = None
         q = 2
-        for op in self.ops:
+        narrow = self._compute_only_barriers()
+        for i, op in enumerate(self.ops):
             kind = op[0]
             if kind == "dispatch":
                 _, pipe, (x, y, z), push, push_size, desc = op
@@ -207,11 +208,22 @@ class VulkanCommandBuffer(CommandBuffer):
                     fn.vkCmdWriteTimestamp2(cb, _ALL, qp, q + 1)
                 q += 2
             elif kind == "barrier":
-                fn.vkCmdPipelineBarrier2(cb, self.device.full_barrier)
+                dev = self.device
+                fn.vkCmdPipelineBarrier2(cb, dev.compute_barrier if i in narrow else dev.full_barrier)
             elif kind == "copy":
                 fn.vkCmdCopyBuffer(cb, op[1], op[2], 1, op[3])
             elif kind == "fill":
                 fn.vkCmdFillBuffer(cb, op[1], op[2], op[3], op[4])
+
+    def _compute_only_barriers(self) -> set[int]:
+        """The barriers with only dispatches on both sides (up to the neighbouring barriers):
+        they order compute shaders' storage accesses, nothing else."""
+        out: set[int] = set()
+        bounds = [-1] + [i for i, op in enumerate(self.ops) if op[0] == "barrier"] + [len(self.ops)]
+        for a, b, c in zip(bounds, bounds[1:], bounds[2:]):
+            if all(op[0] == "dispatch" for op in self.ops[a + 1:c] if op[0] != "barrier"):
+                out.add(b)
+        return out
 
     def read_ticks(self) -> list[int]:
         dev = self.device

@@ -193,6 +193,14 @@ class VulkanDevice(Device):
                                              vk.VK_ACCESS_2_MEMORY_WRITE_BIT,
                                              vk.VK_PIPELINE_STAGE_2_ALL_COMMANDS_BIT,
                                              vk.VK_ACCESS_2_MEMORY_READ_BIT | vk.VK_ACCESS_2_MEMORY_WRITE_BIT)
+        # Between dispatches only: compute-to-compute on storage buffers, which lets the driver
+        # skip the stages and caches a copy would need (HALBENCH_VULKAN_NARROW_BARRIERS=0: full).
+        self.compute_barrier = (self._dependency(vk.VK_PIPELINE_STAGE_2_COMPUTE_SHADER_BIT,
+                                                 vk.VK_ACCESS_2_SHADER_STORAGE_WRITE_BIT,
+                                                 vk.VK_PIPELINE_STAGE_2_COMPUTE_SHADER_BIT,
+                                                 vk.VK_ACCESS_2_SHADER_STORAGE_READ_BIT
+                                                 | vk.VK_ACCESS_2_SHADER_STORAGE_WRITE_BIT)
+                                if _env_flag("HALBENCH_VULKAN_NARROW_BARRIERS", True) else self.full_barrier)
         self.host_barrier = self._dependency(vk.VK_PIPELINE_STAGE_2_ALL_COMMANDS_BIT,
                                              vk.VK_ACCESS_2_MEMORY_WRITE_BIT,
                                              vk.VK_PIPELINE_STAGE_2_HOST_BIT, vk.VK_ACCESS_2_HOST_READ_BIT)
