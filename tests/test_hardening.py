@@ -104,3 +104,68 @@ def test_errors_are_one_line_and_debug_shows_the_traceback(tmp_path: Path) -> No
     assert r.returncode == 1 and "Traceback" not in r.stderr
     r = _halbench("--debug", "run-module", "--device=nosuch://", "--module=/dev/null")
     assert r.returncode != 0 and "Traceback" in r.stderr  # --debug: the traceback, for a bug report
+
+
+def _two_matmuls(tmp_path: Path) -> Path:
+    """x @ w @ w: the intermediate lives in the transient buffer (buffer 3, 128 B used)."""
+    import numpy as np
+    from onnx import numpy_helper
+
+    from halbench.compiler import CompileOptions, compile_model
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 8])
+    w = numpy_helper.from_array(np.ones((8, 8), np.float32), "w")
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["t"]),
+                           helper.make_node("MatMul", ["t", "w"], ["y"])], "g", [x], [y], [w])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "mm.onnx")
+    compile_model(tmp_path / "mm.onnx", CompileOptions(target_devices=("local", "vulkan"))).write(tmp_path / "mm.hbx")
+    return tmp_path / "mm.hbx"
+
+
+def _rewrite_manifest(src: Path, dst: Path, change) -> Path:
+    z = zipfile.ZipFile(src)
+    m = json.loads(z.read("manifest.json"))
+    change(m)
+    with zipfile.ZipFile(dst, "w") as w:
+        w.writestr("manifest.json", json.dumps(m))
+        for n in z.namelist():
+            if n != "manifest.json":
+                w.writestr(n, z.read(n))
+    return dst
+
+
+def _shrink_transient(m: dict) -> None:
+    (t,) = [b for b in m["buffers"] if b["kind"] == "transient"]
+    t["nbytes"] = 64
+    for s in m["functions"][0]["steps"]:
+        for r in s.get("bindings", []):
+            if r["buffer"] == t["id"]:
+                r["length"] = 64
+
+
+def test_a_schedule_with_smaller_transient_ranges_than_its_kernels_touch_is_refused(tmp_path: Path) -> None:
+    hbx = _two_matmuls(tmp_path)
+    bad = _rewrite_manifest(hbx, tmp_path / "small.hbx", _shrink_transient)
+    for dev in ("local-sync://", "vulkan://"):
+        r = _halbench("run-module", f"--device={dev}", f"--module={bad}", "--input=4x8xf32=1")
+        _one_line(r, 1, "binds 64 B of buffer 3, but the kernel touches 128 B")
+    # a bundle from before min_bytes was recorded still loads (and the real one runs)
+    old = _rewrite_manifest(hbx, tmp_path / "old.hbx",
+                            lambda m: [s.pop("min_bytes", None) for s in m["functions"][0]["steps"]])
+    for path in (hbx, old):
+        r = _halbench("run-module", "--device=local-sync://", f"--module={path}", "--input=4x8xf32=1")
+        assert r.returncode == 0 and "64" in r.stdout, (r.stdout, r.stderr)
+
+
+@pytest.mark.parametrize("change, needle", [
+    (lambda m: m["functions"][0]["steps"][0].update(min_bytes=[1]), "has 1 sizes for 3 bindings"),
+    (lambda m: m["functions"][0]["steps"][0]["bindings"][0].update(lenght=8), "unknown key 'lenght'"),
+    (lambda m: m["buffers"][0].update(nbytes="128"), "buffers[0].nbytes: must be int, got str"),
+    (lambda m: m["weights"][0].update(seed=-1, storage="random"), "weights[0].seed"),
+])
+def test_malformed_manifests_are_one_line_naming_the_key(tmp_path: Path, change, needle: str) -> None:
+    hbx = _two_matmuls(tmp_path)
+    bad = _rewrite_manifest(hbx, tmp_path / "bad.hbx", change)
+    r = _halbench("run-module", "--device=local-sync://", f"--module={bad}", "--input=4x8xf32=1")
+    _one_line(r, 1, needle)

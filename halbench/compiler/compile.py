@@ -343,7 +343,10 @@ def _schedule(g: Graph, options: CompileOptions, executables: list[ExecutableDec
         if i in gathering:
             binds.append(BufferRange(ids["status"], BINDING_ALIGNMENT * gathering.index(i), 16))
         flops, nbytes = g.costs.get(i, (0, 0))
-        steps.append(DispatchStep(i, tuple(binds), d.attrs["name"], flops, nbytes))
+        # What each kernel touches: its tensors whole (the status slot: two words); the runtime
+        # refuses a bundle whose ranges are shorter (bundle/check.py).
+        touched = tuple(r.length if k < len(d.inputs) + len(d.outputs) else 8 for k, r in enumerate(binds))
+        steps.append(DispatchStep(i, tuple(binds), d.attrs["name"], flops, nbytes, touched))
     copies = []
     for spec, (user, v) in zip(outputs, g.outputs):
         bid, off = where(v)
