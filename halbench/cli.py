@@ -140,10 +140,11 @@ def run_suite_cmd(suite: str, output: str, devices: tuple[str, ...], only: tuple
                   report_path: str | None, no_progress: bool, resume: bool, peers: tuple[str, ...]) -> None:
     """Run a benchmark SUITE (a YAML file, or a shipped suite name: smoke, models, device-peaks).
 
-    Exit codes: 0 every benchmark ran and was correct (a benchmark skipped because its device or
-    a feature is missing here does not count against it); 1 a benchmark errored or computed a
-    wrong result (all others are still measured and written); 2 the suite is unusable or selects
-    nothing (nothing is written)."""
+    Exit codes: 0 every benchmark ran and was correct (one skipped because a feature is missing
+    here, or a wildcard pattern such as cuda://* that matches nothing, does not count against
+    it); 1 a benchmark errored or computed a wrong result, or a device named explicitly (cuda://3,
+    not a wildcard) is not on this machine (all others are still measured and written); 2 the
+    suite is unusable or selects nothing (nothing is written)."""
     from halbench.bench.runner import run_suite
     from halbench.bench.suite import load_suite
     from halbench.files import check_output
@@ -176,7 +177,12 @@ def run_suite_cmd(suite: str, output: str, devices: tuple[str, ...], only: tuple
 
         write_report([output], report_path)
         click.echo(f"report -> {report_path}")
-    if counts.get("error") or counts.get("wrong"):
+    from halbench.bench.runner import named_devices_missing
+
+    missing = named_devices_missing(results)
+    for uri, why in missing:
+        click.echo(f"error: device {uri} is named explicitly but is not here: {why}", err=True)
+    if counts.get("error") or counts.get("wrong") or missing:
         sys.exit(1)
 
 

@@ -169,3 +169,36 @@ def test_malformed_manifests_are_one_line_naming_the_key(tmp_path: Path, change,
     bad = _rewrite_manifest(hbx, tmp_path / "bad.hbx", change)
     r = _halbench("run-module", "--device=local-sync://", f"--module={bad}", "--input=4x8xf32=1")
     _one_line(r, 1, needle)
+
+
+_TINY_SUITE = """name: tiny
+devices: ['local-sync://']
+settings: {warmup: 0, min_time_s: 0.01, min_samples: 2, max_samples: 5}
+micro:
+  - {name: lat, kind: latency-dispatch}
+"""
+
+
+@pytest.mark.parametrize("pattern, code", [("cuda://3", 1), ("nosuchdriver://0", 1), ("cuda://*", 0),
+                                           ("hip://*", 0)])
+def test_a_named_missing_device_is_an_error_exit_a_wildcard_is_a_note(tmp_path: Path, pattern: str,
+                                                                        code: int) -> None:
+    from halbench.drivers import query_available_drivers
+
+    driver = pattern.partition("://")[0]
+    if any(s.name == driver and s.available for s in query_available_drivers()):
+        pytest.skip(f"{driver} is available here: cannot test a missing device with it")
+    (tmp_path / "s.yaml").write_text(_TINY_SUITE)
+    out = tmp_path / "r.json"
+    r = _halbench("run-suite", str(tmp_path / "s.yaml"), "-o", str(out), "--no-progress",
+                  "--device", "local-sync://", "--device", pattern)
+    assert r.returncode == code, (r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr
+    doc = json.loads(out.read_text())  # the devices that are here are measured and kept
+    assert {b["device"]: b["status"] for b in doc["benchmarks"]}["local-sync://0"] == "ok"
+    if code:
+        errors = [ln for ln in r.stderr.splitlines() if ln.startswith("error: ")]
+        assert len(errors) == 1 and pattern in errors[0] and "named explicitly" in errors[0], r.stderr
+        assert [b["status"] for b in doc["benchmarks"] if b["device"] == pattern] == ["skipped"]
+    else:
+        assert [b["device"] for b in doc["benchmarks"]] == ["local-sync://0"]
