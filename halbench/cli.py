@@ -634,17 +634,21 @@ def gate_cmd(ctx: click.Context, baseline: str | None, candidate: str, threshold
     from halbench.files import check_output
     from halbench.reports import gate
 
-    try:
+    try:  # an output that cannot be written, or would destroy an input: refused, nothing written
         for path, what in ((summary, "summary"), (junit, "JUnit file")):
             if path:
                 check_output(path, *filter(None, (baseline, candidate)), what=what)
+    except HalbenchError as e:
+        click.echo(f"halbench gate: error: {e}", err=True)
+        ctx.exit(gate.EXIT_UNUSABLE)
+    try:
         if baseline is None and baseline_runtime is None and candidate_runtime is None:
             raise BadOption("gate needs --baseline, or --baseline-runtime NAME to judge runtimes "
                             "within the candidate")
         report = _gate_report(baseline, candidate, threshold, noise_floor_ms, gate_file,
                               allow_device_mismatch, inconclusive, (baseline_runtime, candidate_runtime))
         _write_gate_outputs(report, summary, junit)
-    except BadOption as e:  # an option the input cannot satisfy: one line, exit 2
+    except (BadOption, HalbenchError) as e:  # an option the input cannot satisfy, a full disk: exit 2
         click.echo(f"halbench gate: error: {e}", err=True)
         with contextlib.suppress(Exception):
             _write_gate_outputs(gate.unusable_report(str(e), baseline=baseline or candidate,

@@ -202,3 +202,72 @@ def test_a_named_missing_device_is_an_error_exit_a_wildcard_is_a_note(tmp_path: 
         assert [b["status"] for b in doc["benchmarks"] if b["device"] == pattern] == ["skipped"]
     else:
         assert [b["device"] for b in doc["benchmarks"]] == ["local-sync://0"]
+
+
+def _results(tmp_path: Path) -> Path:
+    from halbench.bench.results import write_results
+    from tests.reports.make_results import make_results
+
+    return write_results(tmp_path / "r.json", make_results(seed=1))
+
+
+def _limited(nbytes: int):
+    """A child whose files cannot grow past ``nbytes`` (RLIMIT_FSIZE): a full disk, portably and
+    without root (Python ignores SIGXFSZ, so a write past it fails with EFBIG)."""
+    import resource
+
+    return lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (nbytes, nbytes))
+
+
+@pytest.mark.parametrize("cmd, code", [
+    (["report", "{r}", "-o", "{out}"], 1),
+    (["trace", "{r}", "-o", "{out}"], 1),
+    (["gate", "--baseline", "{r}", "--candidate", "{r}", "--junit", "{out}"], 2),
+])
+def test_a_full_disk_is_one_line_and_keeps_the_old_file(tmp_path: Path, cmd: list[str], code: int) -> None:
+    r = _results(tmp_path)
+    out = tmp_path / "out.file"
+    out.write_text("old")
+    args = [a.format(r=r, out=out) for a in cmd]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    p = subprocess.run([sys.executable, "-m", "halbench", *args], capture_output=True, text=True, timeout=300,
+                       env=env, preexec_fn=_limited(2048))
+    assert p.returncode == code, (p.stdout, p.stderr)
+    errors = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert len(errors) == 1 and "Traceback" not in p.stderr and "File too large" in errors[0], p.stderr
+    if cmd[0] == "gate":  # the gate then writes its (small) "unusable" report, whole, for CI to show
+        import xml.etree.ElementTree as ET
+
+        assert ET.parse(out).getroot().find("testsuite").get("errors") == "1"
+    else:
+        assert out.read_text() == "old"
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["out.file", "r.json"]  # no temporary left
+
+
+def test_gate_outputs_that_would_destroy_an_input_or_need_a_folder_write_nothing(tmp_path: Path) -> None:
+    r = _results(tmp_path)
+    before = r.read_bytes()
+    p = _halbench("gate", "--baseline", str(r), "--candidate", str(r), "--junit", str(r))
+    _one_line(p, 2, "is also an input")
+    assert r.read_bytes() == before
+    p = _halbench("gate", "--baseline", str(r), "--candidate", str(r), "--summary", str(tmp_path / "no" / "s.md"))
+    _one_line(p, 2, "does not exist")
+    assert not (tmp_path / "no").exists()
+
+
+def test_compile_refuses_to_overwrite_its_input(tmp_path: Path) -> None:
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])
+    src = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y]),
+                                opset_imports=[helper.make_opsetid("", 17)]), src)
+    before = src.read_bytes()
+    _one_line(_halbench("compile", str(src), "-o", str(src)), 1, "is also an input")
+    assert src.read_bytes() == before
+
+
+@pytest.mark.parametrize("uri", ["vulkan://²", "vulkan://0\u200b", "cuda://99999999999999999999"])
+def test_odd_device_uris_are_one_line(tmp_path: Path, uri: str) -> None:
+    r = _halbench("run-module", f"--device={uri}", "--module=/dev/null", "--input=1xf32=1")
+    assert r.returncode in (1, 2) and "Traceback" not in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
