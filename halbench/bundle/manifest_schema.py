@@ -54,9 +54,16 @@ class TensorDoc(_Strict):
 
 class BufferDoc(_Strict):
     id: Id
-    nbytes: Annotated[int, Field(gt=0, le=MAX_BUFFER_BYTES)]
+    nbytes: Annotated[int, Field(gt=0)]
     kind: Literal["input", "output", "weight", "transient", "status"] = "transient"
     name: Name = ""
+
+    @field_validator("nbytes")
+    @classmethod
+    def _holdable(cls, v: int) -> int:
+        if v > MAX_BUFFER_BYTES:
+            raise ValueError(f"asks for {v} B, more than any device holds ({MAX_BUFFER_BYTES} B)")
+        return v
 
 
 class InitDoc(_Strict):
