@@ -271,3 +271,36 @@ def test_odd_device_uris_are_one_line(tmp_path: Path, uri: str) -> None:
     r = _halbench("run-module", f"--device={uri}", "--module=/dev/null", "--input=1xf32=1")
     assert r.returncode in (1, 2) and "Traceback" not in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_a_manifest_that_inflates_past_its_cap_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    """The audit's 1.6 MB bundle whose manifest expands to 1.5 GB, at a smaller scale: the cap
+    (HALBENCH_BUNDLE_MAX_MANIFEST_BYTES) is checked against the zip header and while reading."""
+    bomb = tmp_path / "bomb.hbx"
+    with zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("manifest.json", '{"format": "halbench-bundle", "version": 1, "created_by": "' +
+                   " " * (8 << 20) + '"}')
+    assert bomb.stat().st_size < 100_000
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HALBENCH_BUNDLE_MAX_MANIFEST_BYTES": str(1 << 20)}
+    r = subprocess.run([sys.executable, "-m", "halbench", "run-module", "--device=local-sync://",
+                        f"--module={bomb}", "--input=1xf32=1"], capture_output=True, text=True, timeout=300, env=env)
+    _one_line(r, 1, "more than 1048576 B")
+
+
+def test_zero_medians_render_and_compare_without_dividing_by_zero(tmp_path: Path) -> None:
+    from halbench.bench.results import write_results
+    from tests.reports.make_results import make_results
+
+    doc = make_results(seed=1)
+    for b in doc["benchmarks"]:
+        if b["status"] == "ok":
+            b["samples"]["device_ms"] = [0.0] * len(b["samples"]["device_ms"])
+            b["samples"]["host_ms"] = [0.0] * len(b["samples"]["host_ms"])
+    zero = write_results(tmp_path / "zero.json", doc)
+    base = write_results(tmp_path / "base.json", make_results(seed=2))
+    r = _halbench("report", str(zero), str(base), "-o", str(tmp_path / "r.html"))
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    r = _halbench("compare", str(base), str(zero), "--format", "json")
+    assert r.returncode == 0, r.stderr
+    assert "Infinity" not in r.stdout and "NaN" not in r.stdout
+    json.loads(r.stdout)
