@@ -154,7 +154,12 @@ def run_suite_cmd(suite: str, output: str, devices: tuple[str, ...], only: tuple
     from halbench.peers import parse_peer
 
     peer_specs = [parse_peer(p) for p in peers]
-    s = load_suite(suite)
+    try:
+        s = load_suite(suite)
+    except UserError as e:  # an unusable suite: exit 2 as documented, nothing written
+        from halbench.errors import BadOption
+
+        raise BadOption(str(e)) from None
     results = run_suite(s, output, devices=list(devices) or None, only=list(only) or None,
                         progress=not no_progress, command_line=["halbench", *sys.argv[1:]], resume=resume,
                         peers=peer_specs)

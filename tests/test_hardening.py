@@ -304,3 +304,17 @@ def test_zero_medians_render_and_compare_without_dividing_by_zero(tmp_path: Path
     assert r.returncode == 0, r.stderr
     assert "Infinity" not in r.stdout and "NaN" not in r.stdout
     json.loads(r.stdout)
+
+
+@pytest.mark.parametrize("settings, needle", [("{repetitions: 0}", "settings.repetitions"),
+                                              ("{max_time_s: .nan}", "must be a finite number"),
+                                              ("{repetitions: abc}", "settings.repetitions")])
+def test_a_suite_that_would_do_nothing_or_fail_at_the_write_is_refused_keeping_old_results(
+        tmp_path: Path, settings: str, needle: str) -> None:
+    (tmp_path / "s.yaml").write_text(_TINY_SUITE.replace("settings: {", f"settings: {{{settings[1:-1]}, "))
+    out = tmp_path / "r.json"
+    out.write_text("old results")
+    r = _halbench("run-suite", str(tmp_path / "s.yaml"), "-o", str(out), "--no-progress")
+    _one_line(r, 2, needle)
+    assert out.read_text() == "old results"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json", "s.yaml"]
