@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from halbench.bench.schema import SCHEMA_VERSION
+from halbench.bench.schema import KIND, SCHEMA_VERSION, STATUSES
 from halbench.bench.suite_schema import GateSection
 
 __all__ = ["ResultsModel"]
@@ -123,7 +123,7 @@ class BenchmarkModel(_Open):
     runtime: Annotated[str, Field(min_length=1, max_length=100)]
     runtime_info: dict[str, Any] | None = None
     format: Name | None = None
-    status: Literal["ok", "wrong", "error", "skipped"]
+    status: Literal[STATUSES]  # type: ignore[valid-type]
     error: Text | None = None
     params: dict[str, Any] | None = None
     compile: dict[str, Any] | None = None
@@ -150,7 +150,7 @@ class BenchmarkModel(_Open):
 
 class ResultsModel(_Open):
     schema_version: int
-    kind: Literal["halbench-results"]  # schema.KIND
+    kind: Literal[KIND]  # type: ignore[valid-type]
     run: RunModel
     devices: Annotated[dict[Name, DeviceModel], Field(max_length=10_000)]
     benchmarks: Annotated[list[BenchmarkModel], Field(max_length=_MAX_ITEMS)]

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from halbench.bundle.manifest_schema import ManifestDoc
+from halbench.bundle.manifest_schema import BUFFER_KINDS, ManifestDoc
 from halbench.dtypes import itemsize
 from halbench.errors import UserError
 from halbench.hal import EntryPoint
@@ -45,7 +45,6 @@ FORMAT_NAME = "halbench-bundle"
 FORMAT_VERSION = 1
 #: Binding offsets are multiples of this: valid on every device (docs/bundle-format.md).
 BINDING_ALIGNMENT = 256
-BUFFER_KINDS = ("input", "output", "weight", "transient", "status")  # manifest_schema.BufferDoc.kind
 MANIFEST = "manifest.json"
 
 

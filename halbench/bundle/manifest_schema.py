@@ -14,7 +14,9 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 
 from halbench.dtypes import DTYPES
 
-__all__ = ["MAX_BUFFER_BYTES", "ManifestDoc"]
+__all__ = ["BUFFER_KINDS", "MAX_BUFFER_BYTES", "ManifestDoc"]
+
+BUFFER_KINDS = ("input", "output", "weight", "transient", "status")
 
 #: No buffer of a bundle may be larger (1 TiB: beyond any device, and beyond what NumPy indexes).
 MAX_BUFFER_BYTES = 1 << 40
@@ -55,7 +57,7 @@ class TensorDoc(_Strict):
 class BufferDoc(_Strict):
     id: Id
     nbytes: Annotated[int, Field(gt=0)]
-    kind: Literal["input", "output", "weight", "transient", "status"] = "transient"
+    kind: Literal[BUFFER_KINDS] = "transient"  # type: ignore[valid-type]
     name: Name = ""
 
     @field_validator("nbytes")
