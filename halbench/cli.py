@@ -140,10 +140,11 @@ def run_suite_cmd(suite: str, output: str, devices: tuple[str, ...], only: tuple
                   report_path: str | None, no_progress: bool, resume: bool, peers: tuple[str, ...]) -> None:
     """Run a benchmark SUITE (a YAML file, or a shipped suite name: smoke, models, device-peaks).
 
-    Exit codes: 0 every benchmark ran and was correct (a benchmark skipped because its device or
-    a feature is missing here does not count against it); 1 a benchmark errored or computed a
-    wrong result (all others are still measured and written); 2 the suite is unusable or selects
-    nothing (nothing is written)."""
+    Exit codes: 0 every benchmark ran and was correct (one skipped because a feature is missing
+    here, or a wildcard pattern such as cuda://* that matches nothing, does not count against
+    it); 1 a benchmark errored or computed a wrong result, or a device named explicitly (cuda://3,
+    not a wildcard) is not on this machine (all others are still measured and written); 2 the
+    suite is unusable or selects nothing (nothing is written)."""
     from halbench.bench.runner import run_suite
     from halbench.bench.suite import load_suite
     from halbench.files import check_output
@@ -153,7 +154,12 @@ def run_suite_cmd(suite: str, output: str, devices: tuple[str, ...], only: tuple
     from halbench.peers import parse_peer
 
     peer_specs = [parse_peer(p) for p in peers]
-    s = load_suite(suite)
+    try:
+        s = load_suite(suite)
+    except UserError as e:  # an unusable suite: exit 2 as documented, nothing written
+        from halbench.errors import BadOption
+
+        raise BadOption(str(e)) from None
     results = run_suite(s, output, devices=list(devices) or None, only=list(only) or None,
                         progress=not no_progress, command_line=["halbench", *sys.argv[1:]], resume=resume,
                         peers=peer_specs)
@@ -176,7 +182,12 @@ def run_suite_cmd(suite: str, output: str, devices: tuple[str, ...], only: tuple
 
         write_report([output], report_path)
         click.echo(f"report -> {report_path}")
-    if counts.get("error") or counts.get("wrong"):
+    from halbench.bench.runner import named_devices_missing
+
+    missing = named_devices_missing(results)
+    for uri, why in missing:
+        click.echo(f"error: device {uri} is named explicitly but is not here: {why}", err=True)
+    if counts.get("error") or counts.get("wrong") or missing:
         sys.exit(1)
 
 
@@ -628,17 +639,21 @@ def gate_cmd(ctx: click.Context, baseline: str | None, candidate: str, threshold
     from halbench.files import check_output
     from halbench.reports import gate
 
-    try:
+    try:  # an output that cannot be written, or would destroy an input: refused, nothing written
         for path, what in ((summary, "summary"), (junit, "JUnit file")):
             if path:
                 check_output(path, *filter(None, (baseline, candidate)), what=what)
+    except HalbenchError as e:
+        click.echo(f"halbench gate: error: {e}", err=True)
+        ctx.exit(gate.EXIT_UNUSABLE)
+    try:
         if baseline is None and baseline_runtime is None and candidate_runtime is None:
             raise BadOption("gate needs --baseline, or --baseline-runtime NAME to judge runtimes "
                             "within the candidate")
         report = _gate_report(baseline, candidate, threshold, noise_floor_ms, gate_file,
                               allow_device_mismatch, inconclusive, (baseline_runtime, candidate_runtime))
         _write_gate_outputs(report, summary, junit)
-    except BadOption as e:  # an option the input cannot satisfy: one line, exit 2
+    except (BadOption, HalbenchError) as e:  # an option the input cannot satisfy, a full disk: exit 2
         click.echo(f"halbench gate: error: {e}", err=True)
         with contextlib.suppress(Exception):
             _write_gate_outputs(gate.unusable_report(str(e), baseline=baseline or candidate,

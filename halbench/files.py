@@ -42,9 +42,11 @@ def atomic_open(path: str | os.PathLike, what: str = "file", make_dirs: bool = T
         # mkstemp makes the file 0600; a result or a bundle is meant to be shared like any other.
         os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if isinstance(e, OSError) and e.strerror:  # a full disk, a quota, a file-size limit
+            raise UserError(f"cannot write {what} {path}: {e.strerror}; {path} is left as it was") from None
         raise
 
 

@@ -73,3 +73,47 @@ def test_the_status_is_cleared_after_an_error(bundle: Path, device: str) -> None
             m.invoke(None, [np.array([10, 0], np.int64)])
         (y,) = m.invoke(None, [np.array([1, 2], np.int64)])
         np.testing.assert_array_equal(y, np.arange(40, dtype=np.float32).reshape(10, 4)[[1, 2]])
+
+
+@pytest.fixture(scope="module")
+def scatter_bundle(tmp_path_factory) -> Path:
+    """ScatterElements of 2 rows of updates into a 10x4 input at run-time row indices."""
+    from onnx import TensorProto, helper
+
+    from halbench.compiler import CompileOptions, compile_model
+
+    d = tmp_path_factory.mktemp("scatter")
+    vi = helper.make_tensor_value_info
+    g = helper.make_graph(
+        [helper.make_node("ScatterElements", ["x", "idx", "u"], ["y"], axis=0)], "scatter",
+        [vi("x", TensorProto.FLOAT, [10, 4]), vi("idx", TensorProto.INT64, [2, 4]),
+         vi("u", TensorProto.FLOAT, [2, 4])], [vi("y", TensorProto.FLOAT, [10, 4])])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), d / "scatter.onnx")
+    apis = ["local", "vulkan", "webgpu"] + (["cuda"] if os.environ.get("HALBENCH_GPU_TESTS") else [])
+    out = d / "scatter.hbx"
+    compile_model(d / "scatter.onnx", CompileOptions(target_devices=tuple(apis))).write(out)
+    return out
+
+
+@pytest.mark.parametrize("device", _devices())
+def test_out_of_range_scatter_is_one_error_and_writes_nothing_out_of_bounds(scatter_bundle: Path,
+                                                                             device: str) -> None:
+    import halbench
+    from halbench.errors import HalbenchError
+    from halbench.runtime import Module
+
+    x = np.arange(40, dtype=np.float32).reshape(10, 4)
+    u = -np.ones((2, 4), np.float32)
+    with halbench.create_device(device) as dev, Module.load(scatter_bundle, dev) as m:
+        bad = np.array([[1, 1, 1, 1], [12, 0, 0, 0]], np.int64)
+        with pytest.raises(HalbenchError, match="scatter") as e:
+            m.invoke(None, [x, bad, u])
+        assert "12" in str(e.value) and "\n" not in str(e.value)
+        # the status is cleared: a good call afterwards returns the sequential result
+        good = np.array([[1, 1, 1, 1], [3, 0, 3, 0]], np.int64)
+        (y,) = m.invoke(None, [x, good, u])
+        want = x.copy()
+        for i in range(2):
+            for j in range(4):
+                want[good[i, j], j] = u[i, j]
+        np.testing.assert_array_equal(y, want)

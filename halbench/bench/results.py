@@ -8,7 +8,6 @@ field at fault, never with a KeyError deep inside a report.
 from __future__ import annotations
 
 import json
-import math
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -33,8 +32,6 @@ __all__ = [
 ]
 
 from halbench.bench.schema import HALBENCH, KIND, SCHEMA_VERSION, STATUSES
-
-BENCHMARK_KINDS = ("model", "micro")
 
 
 class ResultsError(UserError):
@@ -105,196 +102,50 @@ def migrate(doc: dict[str, Any], *, source: str = "results") -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Validation: hand-written so the error names the exact field (benchmarks[3].samples.device_ms[2]).
-
-
-def _fail(path: str, msg: str) -> None:
-    # Keys and values come from the file: escape line breaks so the error stays one line.
-    raise ResultsError(f"{path}: {msg}".encode("unicode_escape").decode("ascii"))
+# Validation: the pydantic schema in results_schema.py, then what refers to what.
 
 
 def _type_name(value: Any) -> str:
     return "null" if value is None else type(value).__name__
 
 
-def _get(d: dict, key: str, path: str, types: type | tuple, *, required: bool = True,
-         nullable: bool = False) -> Any:
-    where = f"{path}.{key}" if path else key
-    if key not in d:
-        if required:
-            _fail(where, "missing")
-        return None
-    value = d[key]
-    if value is None and nullable:
-        return None
-    if not isinstance(value, types) or (isinstance(value, bool) and bool not in _tuple(types)):
-        want = " or ".join(t.__name__ for t in _tuple(types)) + (" or null" if nullable else "")
-        _fail(where, f"expected {want}, got {_type_name(value)} {value!r:.40}")
-    return value
-
-
-def _tuple(types: type | tuple) -> tuple:
-    return types if isinstance(types, tuple) else (types,)
-
-
-def _number(value: Any, where: str, *, minimum: float | None = 0.0) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        _fail(where, f"expected a finite number, got {_type_name(value)} {value!r:.40}")
-    if minimum is not None and value < minimum:
-        _fail(where, f"expected a number >= {minimum:g}, got {value!r}")
-    return float(value)
-
-
-def _opt_number(d: dict, key: str, path: str) -> None:
-    if d.get(key) is not None:
-        _number(d[key], f"{path}.{key}")
-
-
-def _validate_gate(gate: dict, path: str) -> None:
-    """The suite schema's GateSection: one validation of gate settings wherever they are."""
+def validate(doc: Any) -> None:
+    """Check a results dict of the current SCHEMA_VERSION; raise ResultsError naming the bad field
+    (``benchmarks[3](resnet50/b1).samples.device_ms[2]: expected a finite number, got str``)."""
     from pydantic import ValidationError
 
-    from halbench.bench.suite_schema import GateSection, one_line
+    from halbench.bench.results_schema import ResultsModel
+    from halbench.validation import one_line
+
+    if not isinstance(doc, dict):
+        raise ResultsError(f"results: expected a JSON object, got {_type_name(doc)}")
+
+    def label(prefix: tuple[Any, ...]) -> str:  # benchmarks[3] -> benchmarks[3](resnet50/b1)
+        if len(prefix) == 2 and prefix[0] == "benchmarks" and isinstance(doc.get("benchmarks"), list):
+            b = doc["benchmarks"][prefix[1]] if prefix[1] < len(doc["benchmarks"]) else None
+            if isinstance(b, dict) and isinstance(b.get("name"), str) and b["name"]:
+                return f"({b['name']:.60})"
+        return ""
 
     try:
-        GateSection.model_validate(gate)
+        ResultsModel.model_validate(doc)
     except ValidationError as e:
-        raise ResultsError(str(one_line(e, path))) from None
-
-
-def _validate_run(run: dict) -> None:
-    for key in ("id", "halbench_version", "started_at"):
-        _get(run, key, "run", str)
-    _get(run, "git_commit", "run", str, required=False, nullable=True)
-    _get(run, "finished_at", "run", str, required=False, nullable=True)
-    _get(run, "host", "run", dict, required=False)
-    for i, arg in enumerate(_get(run, "command_line", "run", list, required=False) or []):
-        if not isinstance(arg, str):
-            _fail(f"run.command_line[{i}]", f"expected str, got {_type_name(arg)}")
-    suite = _get(run, "suite", "run", dict, required=False, nullable=True)
-    if suite:
-        gate = _get(suite, "gate", "run.suite", dict, required=False, nullable=True)
-        if gate:
-            _validate_gate(gate, "run.suite.gate")
-
-
-def _validate_device(uri: str, dev: Any) -> None:
-    path = f"devices.{uri}"
-    if not isinstance(dev, dict):
-        _fail(path, f"expected dict (a DeviceInfo.to_dict()), got {_type_name(dev)}")
-    _get(dev, "driver", path, str)
-    identity = _get(dev, "identity", path, dict)
-    _get(identity, "name", f"{path}.identity", str)
-    peaks = _get(dev, "published_peaks", path, dict, required=False, nullable=True)
-    if peaks:
-        _opt_number(peaks, "bandwidth_gb_s", f"{path}.published_peaks")
-        compute = _get(peaks, "compute_tflop_s", f"{path}.published_peaks", dict, required=False) or {}
-        for dtype, value in compute.items():
-            _number(value, f"{path}.published_peaks.compute_tflop_s.{dtype}")
-
-
-def _validate_samples(bench: dict, path: str, status: str) -> None:
-    samples = _get(bench, "samples", path, dict, required=status == "ok")
-    total = 0
-    for key in ("device_ms", "host_ms"):
-        values = _get(samples or {}, key, f"{path}.samples", list, required=False) or []
-        for i, v in enumerate(values):
-            _number(v, f"{path}.samples.{key}[{i}]")
-        total += len(values)
-    if status == "ok" and total == 0:
-        _fail(f"{path}.samples", "status is 'ok' but no device_ms or host_ms samples are stored")
-    if status != "ok" and total:
-        # A wrong or failed benchmark is never timed as if fine (docs/results-format.md).
-        _fail(f"{path}.samples", f"status is {status!r} but samples are stored")
-    blocks = _get(samples or {}, "blocks", f"{path}.samples", list, required=False)
-    if blocks is not None:
-        n = len((samples or {}).get("device_ms") or (samples or {}).get("host_ms") or [])
-        if not all(isinstance(b, int) and b > 0 for b in blocks) or sum(blocks) != n:
-            _fail(f"{path}.samples.blocks", f"expected positive sample counts per repetition adding up "
-                                            f"to the {n} samples, got {blocks!r:.60}")
-
-
-def _validate_dispatch(disp: Any, path: str) -> None:
-    if not isinstance(disp, dict):
-        _fail(path, f"expected dict, got {_type_name(disp)}")
-    _get(disp, "index", path, int)
-    _get(disp, "name", path, str)
-    for key in ("flops", "bytes"):
-        _opt_number(disp, key, path)
-    stats = _get(disp, "device_ms", path, dict)
-    _number(_get(stats, "median", f"{path}.device_ms", (int, float)), f"{path}.device_ms.median")
-    for key in ("p10", "p90", "mean", "count"):
-        _opt_number(stats, key, f"{path}.device_ms")
-    trace = _get(disp, "trace", path, dict, required=False, nullable=True)
-    if trace:
-        start = _number(_get(trace, "start_ns", f"{path}.trace", (int, float)), f"{path}.trace.start_ns")
-        end = _number(_get(trace, "end_ns", f"{path}.trace", (int, float)), f"{path}.trace.end_ns")
-        if end < start:
-            _fail(f"{path}.trace.end_ns", f"ends ({end:g}) before it starts ({start:g})")
-        _get(trace, "queue", f"{path}.trace", int, required=False)
-
-
-def _validate_benchmark(bench: Any, path: str, devices: dict) -> tuple[str, str, str]:
-    if not isinstance(bench, dict):
-        _fail(path, f"expected dict, got {_type_name(bench)}")
-    name = _get(bench, "name", path, str)
-    if not name:
-        _fail(f"{path}.name", "empty")
-    path = f"{path}({name})"
-    kind = _get(bench, "kind", path, str)
-    if kind not in BENCHMARK_KINDS:
-        _fail(f"{path}.kind", f"expected one of {', '.join(BENCHMARK_KINDS)}, got {kind!r}")
-    device = _get(bench, "device", path, str)
-    _get(bench, "driver", path, str)
-    runtime = _get(bench, "runtime", path, str)
-    if not runtime or len(runtime) > 100:
-        _fail(f"{path}.runtime", "expected a runtime name (halbench, torch-cudagraph, ...)")
-    _get(bench, "runtime_info", path, dict, required=False, nullable=True)
-    _get(bench, "format", path, str, required=False, nullable=True)
-    status = _get(bench, "status", path, str)
-    if status not in STATUSES:
-        _fail(f"{path}.status", f"expected one of {', '.join(STATUSES)}, got {status!r}")
-    # A device that could not be opened has no DeviceInfo: only its failed entries name it.
-    if device not in devices and status not in ("skipped", "error"):
-        _fail(f"{path}.device", f"{device!r} is not listed under devices")
-    _get(bench, "error", path, str, required=False, nullable=True)
-    for key in ("params", "compile", "correctness", "timing", "environment"):
-        _get(bench, key, path, dict, required=False, nullable=True)
-    _validate_samples(bench, path, status)
-    metrics = _get(bench, "metrics", path, dict, required=False, nullable=True) or {}
-    for key in ("flops", "bytes", "items_per_run"):
-        _opt_number(metrics, key, f"{path}.metrics")
-    for i, disp in enumerate(_get(bench, "dispatches", path, list, required=False) or []):
-        _validate_dispatch(disp, f"{path}.dispatches[{i}]")
-    return name, device, runtime
-
-
-def validate(doc: Any) -> None:
-    """Check a results dict of the current SCHEMA_VERSION; raise ResultsError naming the bad field.
-
-    Only the fields readers rely on are checked strictly; extra keys are allowed so the runner can
-    add information without a schema bump.
-    """
-    if not isinstance(doc, dict):
-        _fail("results", f"expected a JSON object, got {_type_name(doc)}")
-    version = _get(doc, "schema_version", "", int)
-    if version != SCHEMA_VERSION:
-        _fail("schema_version", f"expected {SCHEMA_VERSION}, got {version} (migrate it first)")
-    if _get(doc, "kind", "", str) != KIND:
-        _fail("kind", f"expected {KIND!r}, got {doc['kind']!r}")
-    _validate_run(_get(doc, "run", "", dict))
-    devices = _get(doc, "devices", "", dict)
-    for uri, dev in devices.items():
-        _validate_device(uri, dev)
+        raise ResultsError(one_line(e, label=label)) from None
+    devices = doc["devices"]
     seen: set[tuple[str, str, str]] = set()
-    for i, bench in enumerate(_get(doc, "benchmarks", "", list)):
-        key = _validate_benchmark(bench, f"benchmarks[{i}]", devices)
+    for i, b in enumerate(doc["benchmarks"]):
+        # A device that could not be opened has no DeviceInfo: only its failed entries name it.
+        if b["device"] not in devices and b["status"] not in ("skipped", "error"):
+            _fail(f"benchmarks[{i}]({b['name']:.60}).device", f"{b['device']!r} is not listed under devices")
+        key = (b["name"], b["device"], b["runtime"])
         if key in seen:
             _fail(f"benchmarks[{i}]", f"duplicate benchmark {key[0]!r} on {key[1]!r} ({key[2]})")
         seen.add(key)
-    for i, warning in enumerate(_get(doc, "warnings", "", list, required=False) or []):
-        if not isinstance(warning, str):
-            _fail(f"warnings[{i}]", f"expected str, got {_type_name(warning)}")
+
+
+def _fail(path: str, msg: str) -> None:
+    # Keys and values come from the file: escape line breaks so the error stays one line.
+    raise ResultsError(f"{path}: {msg}".replace("\r", "\\r").replace("\n", "\\n"))
 
 
 # ---------------------------------------------------------------------------------------------

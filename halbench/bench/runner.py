@@ -42,7 +42,7 @@ from halbench.bench.stats import Stats, noisy_warning
 from halbench.bench.suite import BenchmarkSpec, Settings, Suite
 from halbench.errors import DeviceLost, HalbenchError, NothingToDo
 
-__all__ = ["dispatch_stats", "run_suite", "sample_loop"]
+__all__ = ["dispatch_stats", "named_devices_missing", "run_suite", "sample_loop"]
 
 
 def sample_loop(run: Callable[[], Any], s: Settings) -> list[Any]:
@@ -123,6 +123,16 @@ def run_suite(suite: Suite, output: str | os.PathLike, *, devices: list[str] | N
         if peers:
             suite = replace(suite, peers=tuple(dict.fromkeys(tuple(suite.peers) + tuple(peers))))
         return _run_suite(suite, output, devices, only, progress, command_line, resume)
+
+
+def named_devices_missing(results: dict[str, Any]) -> list[tuple[str, str]]:
+    """``(uri, why)`` of each device a pattern named explicitly (``cuda://3``, ``vulkan://``) that
+    this machine lacks: halbench's own entries skipped on a device that was never opened (a
+    wildcard never names a missing device; a missing feature skips on an opened device)."""
+    opened = results["devices"]
+    return list(dict.fromkeys((b["device"], b.get("error") or "unavailable") for b in results["benchmarks"]
+                              if b["status"] == "skipped" and b.get("runtime", HALBENCH) == HALBENCH
+                              and b["device"] not in opened))
 
 
 def _run_suite(suite: Suite, output: str | os.PathLike, devices: list[str] | None, only: list[str] | None,

@@ -126,10 +126,10 @@ class SuiteDoc(_Strict):
 
 def one_line(e: ValidationError, where: str) -> UserError:
     """The first problem of a ValidationError as one line naming its key path."""
+    from halbench.validation import key_path
+
     err = e.errors()[0]
-    loc = ""
-    for part in err["loc"]:
-        loc += f"[{part}]" if isinstance(part, int) else (f".{part}" if loc else str(part))
+    loc = key_path(tuple(err["loc"]))
     msg = err["msg"].removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
         key = err["loc"][-1]

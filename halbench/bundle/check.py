@@ -2,7 +2,8 @@
 
 A bundle that passes here can be loaded without an IndexError or an out-of-range binding deep
 inside a driver: ids exist, ranges lie inside their buffers, launch parameters agree with the
-entry points, and every member the manifest names is hashed in ``members``.
+entry points, every binding range is as long as its kernel touches (``min_bytes``), and every
+member the manifest names is hashed in ``members``.
 """
 
 from __future__ import annotations
@@ -79,6 +80,12 @@ def check_manifest(m: Manifest) -> None:
                     if r.length is not None and r.length <= 0:
                         raise ManifestError(f"{bw} has length {r.length}; it must be positive")
                     inside(r.buffer, r.offset, length, bw)
+                    # The kernel touches min_bytes of this binding: a shorter range would let it
+                    # read or write past the range (silently, on Vulkan and CUDA).
+                    if s.min_bytes is not None and length < s.min_bytes[bi]:
+                        raise ManifestError(f"{bw} binds {length} B of buffer {r.buffer}, but the kernel "
+                                            f"touches {s.min_bytes[bi]} B; the schedule does not match "
+                                            f"its kernels (tampered or mis-built)")
             elif isinstance(s, CopyStep):
                 inside(s.src.buffer, s.src.offset, s.nbytes, f"{sw} (copy source)")
                 inside(s.dst.buffer, s.dst.offset, s.nbytes, f"{sw} (copy destination)")

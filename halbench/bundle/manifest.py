@@ -1,7 +1,9 @@
-"""The bundle manifest (``manifest.json``) as frozen dataclasses with ``to_dict``/``from_dict``.
+"""The bundle manifest (``manifest.json``) as frozen dataclasses with ``to_dict``.
 
-``from_dict`` reports every malformed field with where it is (``function 'main' step 3 has no
-'executable'``) as a :class:`ManifestError`; ``read_bundle`` adds the bundle's name and what to do.
+:meth:`Manifest.from_dict` validates the untrusted JSON with the pydantic schema in
+``manifest_schema.py`` (one line naming the key path: ``functions[0].steps[3] has no
+'executable'``), builds these dataclasses, and checks what refers to what (``check.py``); every
+problem is a :class:`ManifestError`, to which ``read_bundle`` adds the bundle's name and what to do.
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from halbench.dtypes import DTYPES, itemsize
+from halbench.bundle.manifest_schema import BUFFER_KINDS, ManifestDoc
+from halbench.dtypes import itemsize
 from halbench.errors import UserError
 from halbench.hal import EntryPoint
 
@@ -42,51 +45,11 @@ FORMAT_NAME = "halbench-bundle"
 FORMAT_VERSION = 1
 #: Binding offsets are multiples of this: valid on every device (docs/bundle-format.md).
 BINDING_ALIGNMENT = 256
-#: status: gathers' out-of-bounds slots; scratch: split-K counters and partial sums. Both start
-#: zeroed at load, and kernels leave their counters at zero.
-BUFFER_KINDS = ("input", "output", "weight", "transient", "status", "scratch")
-#: No buffer of a bundle may be larger (1 TiB: beyond any device, and beyond what NumPy indexes).
-MAX_BUFFER_BYTES = 1 << 40
 MANIFEST = "manifest.json"
 
 
 class ManifestError(UserError):
     """A malformed manifest; ``read_bundle`` turns it into a UserError naming the bundle."""
-
-
-# -- small typed accessors: every malformed field is reported with where it is -------------
-def _get(d: Any, key: str, where: str, kind: type | tuple[type, ...], default: Any = ...) -> Any:
-    if not isinstance(d, dict):
-        raise ManifestError(f"{where} must be a JSON object, got {type(d).__name__}")
-    if key not in d:
-        if default is not ...:
-            return default
-        raise ManifestError(f"{where} has no '{key}'")
-    v = d[key]
-    kinds = kind if isinstance(kind, tuple) else (kind,)
-    # bool is an int in Python; a manifest saying "nbytes": true is still malformed.
-    if (isinstance(v, bool) and bool not in kinds) or not isinstance(v, kinds):
-        names = "/".join(k.__name__ for k in kinds)
-        raise ManifestError(f"{where}.{key} must be {names}, got {v!r}")
-    return v
-
-
-def _ints(v: Any, where: str, n: int | None = None) -> tuple[int, ...]:
-    if not isinstance(v, (list, tuple)) or not all(isinstance(x, int) and not isinstance(x, bool) for x in v):
-        raise ManifestError(f"{where} must be a list of integers, got {v!r}")
-    if n is not None and len(v) != n:
-        raise ManifestError(f"{where} must have {n} integers, got {list(v)}")
-    return tuple(v)
-
-
-def _list(d: Any, key: str, where: str) -> list[Any]:
-    return _get(d, key, where, list, [])
-
-
-def _dtype(name: Any, where: str) -> str:
-    if name not in DTYPES:
-        raise ManifestError(f"{where} has unknown dtype {name!r}; known: {', '.join(DTYPES)}")
-    return name
 
 
 # -- the manifest ---------------------------------------------------------------------------
@@ -113,13 +76,6 @@ class TensorSpec:
         return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype,
                 "buffer": self.buffer, "offset": self.offset}
 
-    @classmethod
-    def from_dict(cls, d: Any, where: str = "tensor") -> TensorSpec:
-        shape = _ints(_get(d, "shape", where, list), f"{where}.shape")
-        if any(s < 0 for s in shape):
-            raise ManifestError(f"{where}.shape has a negative dimension: {list(shape)}")
-        return cls(_get(d, "name", where, str), shape, _dtype(_get(d, "dtype", where, str), where),
-                   _get(d, "buffer", where, int), _get(d, "offset", where, int, 0))
 
 
 @dataclass(frozen=True)
@@ -132,18 +88,6 @@ class BufferDecl:
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "nbytes": self.nbytes, "kind": self.kind, "name": self.name}
 
-    @classmethod
-    def from_dict(cls, d: Any, where: str = "buffer") -> BufferDecl:
-        b = cls(_get(d, "id", where, int), _get(d, "nbytes", where, int),
-                _get(d, "kind", where, str, "transient"), _get(d, "name", where, str, ""))
-        if b.nbytes <= 0:
-            raise ManifestError(f"{where} (buffer {b.id}) has nbytes {b.nbytes}; it must be positive")
-        if b.nbytes > MAX_BUFFER_BYTES:
-            raise ManifestError(f"{where} (buffer {b.id}) asks for {b.nbytes} B, more than any device holds "
-                                f"({MAX_BUFFER_BYTES} B)")
-        if b.kind not in BUFFER_KINDS:
-            raise ManifestError(f"{where} has kind {b.kind!r}; known: {', '.join(BUFFER_KINDS)}")
-        return b
 
 
 @dataclass(frozen=True)
@@ -174,35 +118,6 @@ class WeightDecl:
             d["init"] = dict(self.init)
         return d
 
-    @classmethod
-    def from_dict(cls, d: Any, where: str = "weight") -> WeightDecl:
-        storage = _get(d, "storage", where, str, "file")
-        w = cls(_get(d, "name", where, str), _get(d, "buffer", where, int),
-                _dtype(_get(d, "dtype", where, str), where),
-                _ints(_get(d, "shape", where, list), f"{where}.shape"), storage,
-                _get(d, "member", where, str, None), _get(d, "seed", where, int, None),
-                dict(_get(d, "init", where, dict, {})), _get(d, "offset", where, int, 0))
-        if storage == "file" and w.member is None:
-            raise ManifestError(f"{where} ('{w.name}') is stored as a file but names no member")
-        if storage == "random":
-            if w.seed is None:
-                raise ManifestError(f"{where} ('{w.name}') is random but has no seed")
-            if not 0 <= w.seed < 2**63:
-                raise ManifestError(f"{where} ('{w.name}') has seed {w.seed}; seeds are 0 .. 2^63-1")
-            _check_init(w.init, f"{where}.init")
-        elif storage != "file":
-            raise ManifestError(f"{where} ('{w.name}') has storage {storage!r}; known: file, random")
-        return w
-
-
-def _check_init(init: Mapping[str, Any], where: str) -> None:
-    dist = init.get("distribution", "normal")
-    need = {"normal": ("scale",), "uniform": ("low", "high")}.get(dist)
-    if need is None:
-        raise ManifestError(f"{where}.distribution is {dist!r}; known: normal, uniform")
-    for k in need:
-        if k in init and (isinstance(init[k], bool) or not isinstance(init[k], (int, float))):
-            raise ManifestError(f"{where}.{k} must be a number, got {init[k]!r}")
 
 
 @dataclass(frozen=True)
@@ -221,27 +136,6 @@ class Variant:
                 "entry": self.entry.to_dict(), "workgroups": list(self.workgroups),
                 "constants": list(self.constants)}
 
-    @classmethod
-    def from_dict(cls, d: Any, where: str = "variant") -> Variant:
-        e = _get(d, "entry", where, dict)
-        try:
-            entry = EntryPoint(_get(e, "name", f"{where}.entry", str),
-                               _get(e, "bindings", f"{where}.entry", int),
-                               _get(e, "constants", f"{where}.entry", int, 0),
-                               _ints(_get(e, "workgroup_size", f"{where}.entry", list, [1, 1, 1]),
-                                     f"{where}.entry.workgroup_size", 3))
-        except UserError as err:
-            raise ManifestError(f"{where}.entry: {err}") from None
-        wg = _ints(_get(d, "workgroups", where, list), f"{where}.workgroups", 3)
-        if min(wg) < 1:
-            raise ManifestError(f"{where}.workgroups must be positive, got {list(wg)}")
-        consts = _ints(_get(d, "constants", where, list, []), f"{where}.constants")
-        if len(consts) != entry.constants:
-            raise ManifestError(f"{where} has {len(consts)} constants but its entry takes {entry.constants}")
-        if any(not -(2**31) <= c < 2**32 for c in consts):
-            raise ManifestError(f"{where}.constants must fit in 32 bits, got {list(consts)}")
-        return cls(_get(d, "format", where, str), _get(d, "target", where, str, ""),
-                   _get(d, "member", where, str), entry, wg, consts)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -253,13 +147,6 @@ class ExecutableDecl:
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "name": self.name, "variants": [v.to_dict() for v in self.variants]}
 
-    @classmethod
-    def from_dict(cls, d: Any, where: str = "executable") -> ExecutableDecl:
-        vs = tuple(Variant.from_dict(v, f"{where}.variants[{i}]")
-                   for i, v in enumerate(_list(d, "variants", where)))
-        if not vs:
-            raise ManifestError(f"{where} has no variants")
-        return cls(_get(d, "id", where, int), _get(d, "name", where, str, ""), vs)
 
 
 @dataclass(frozen=True)
@@ -276,10 +163,6 @@ class BufferRange:
             d["length"] = self.length
         return d
 
-    @classmethod
-    def from_dict(cls, d: Any, where: str = "range") -> BufferRange:
-        return cls(_get(d, "buffer", where, int), _get(d, "offset", where, int, 0),
-                   _get(d, "length", where, int, None))
 
 
 @dataclass(frozen=True)
@@ -289,12 +172,17 @@ class DispatchStep:
     name: str = ""
     flops: int = 0
     bytes: int = 0
+    #: per binding, how many bytes from the range's start the kernel may touch; ``check.py``
+    #: refuses a binding range shorter than that (None: a bundle written before it was recorded)
+    min_bytes: tuple[int, ...] | None = None
     kind: str = field(default="dispatch", init=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": "dispatch", "executable": self.executable, "name": self.name,
-                "bindings": [b.to_dict() for b in self.bindings], "flops": self.flops,
-                "bytes": self.bytes}
+        d = {"kind": "dispatch", "executable": self.executable, "name": self.name,
+             "bindings": [b.to_dict() for b in self.bindings], "flops": self.flops, "bytes": self.bytes}
+        if self.min_bytes is not None:
+            d["min_bytes"] = list(self.min_bytes)
+        return d
 
 
 @dataclass(frozen=True)
@@ -339,26 +227,6 @@ class FillStep:
 Step = DispatchStep | BarrierStep | CopyStep | FillStep
 
 
-def _step_from_dict(d: Any, where: str) -> Step:
-    kind = _get(d, "kind", where, str)
-    if kind == "dispatch":
-        binds = tuple(BufferRange.from_dict(b, f"{where}.bindings[{i}]")
-                      for i, b in enumerate(_list(d, "bindings", where)))
-        return DispatchStep(_get(d, "executable", where, int), binds, _get(d, "name", where, str, ""),
-                            _get(d, "flops", where, int, 0), _get(d, "bytes", where, int, 0))
-    if kind == "barrier":
-        return BarrierStep()
-    if kind == "copy":
-        return CopyStep(BufferRange.from_dict(_get(d, "src", where, dict), f"{where}.src"),
-                        BufferRange.from_dict(_get(d, "dst", where, dict), f"{where}.dst"),
-                        _get(d, "nbytes", where, int))
-    if kind == "fill":
-        return FillStep(_get(d, "buffer", where, int), _get(d, "offset", where, int, 0),
-                        _get(d, "nbytes", where, int), _get(d, "pattern", where, int, 0),
-                        _get(d, "pattern_size", where, int, 4))
-    raise ManifestError(f"{where} has unknown kind {kind!r}; known: dispatch, barrier, copy, fill")
-
-
 @dataclass(frozen=True)
 class Function:
     name: str
@@ -381,14 +249,6 @@ class Function:
                 "outputs": [t.to_dict() for t in self.outputs],
                 "steps": [s.to_dict() for s in self.steps]}
 
-    @classmethod
-    def from_dict(cls, d: Any, where: str = "function") -> Function:
-        name = _get(d, "name", where, str)
-        where = f"function '{name}'"
-        return cls(name,
-                   tuple(TensorSpec.from_dict(t, f"{where} input {i}") for i, t in enumerate(_list(d, "inputs", where))),
-                   tuple(TensorSpec.from_dict(t, f"{where} output {i}") for i, t in enumerate(_list(d, "outputs", where))),
-                   tuple(_step_from_dict(s, f"{where} step {i}") for i, s in enumerate(_list(d, "steps", where))))
 
 
 @dataclass(frozen=True)
@@ -444,27 +304,23 @@ class Manifest:
     @classmethod
     def from_dict(cls, d: Any) -> Manifest:
         """Parse and check a manifest; raises :class:`ManifestError` saying what is wrong."""
-        w = "manifest"
-        fmt = _get(d, "format", w, str)
-        if fmt != FORMAT_NAME:
-            raise ManifestError(f"its format is {fmt!r}, not {FORMAT_NAME!r}")
-        version = _get(d, "version", w, int)
-        if version != FORMAT_VERSION:
-            raise ManifestError(f"it has bundle format version {version}, and this halbench reads "
+        from pydantic import ValidationError
+
+        from halbench.validation import one_line
+
+        if not isinstance(d, dict):
+            raise ManifestError(f"the manifest must be a JSON object, got {type(d).__name__}")
+        if d.get("format") != FORMAT_NAME:
+            raise ManifestError(f"its format is {d.get('format')!r}, not {FORMAT_NAME!r}")
+        if d.get("version") != FORMAT_VERSION:
+            raise ManifestError(f"it has bundle format version {d.get('version')!r}, and this halbench reads "
                                 f"version {FORMAT_VERSION}")
-        members = _get(d, "members", w, dict, {})
-        if not all(isinstance(v, str) for v in members.values()):
-            raise ManifestError("manifest.members must map member names to sha256 hex strings")
-        m = cls(
-            buffers=tuple(BufferDecl.from_dict(b, f"buffers[{i}]") for i, b in enumerate(_list(d, "buffers", w))),
-            executables=tuple(ExecutableDecl.from_dict(e, f"executables[{i}]")
-                              for i, e in enumerate(_list(d, "executables", w))),
-            functions=tuple(Function.from_dict(f, f"functions[{i}]") for i, f in enumerate(_list(d, "functions", w))),
-            weights=tuple(WeightDecl.from_dict(x, f"weights[{i}]") for i, x in enumerate(_list(d, "weights", w))),
-            members=dict(members), created_by=_get(d, "created_by", w, str, ""),
-            source=dict(_get(d, "source", w, dict, {})), options=dict(_get(d, "options", w, dict, {})),
-            targets=tuple(dict(t) for t in _list(d, "targets", w) if isinstance(t, dict)),
-            format=fmt, version=version)
+        try:
+            doc = ManifestDoc.model_validate(d)
+        except ValidationError as e:
+            raise ManifestError(one_line(e, expected="must be", missing="{parent} has no '{key}'",
+                                         tags=_STEP_KINDS)) from None
+        m = _from_doc(doc)
         m.check()
         return m
 
@@ -473,3 +329,42 @@ class Manifest:
         from halbench.bundle.check import check_manifest
 
         check_manifest(self)
+
+
+_STEP_KINDS = frozenset(("dispatch", "barrier", "copy", "fill"))
+
+
+# -- from the validated JSON to the dataclasses ---------------------------------------------
+def _tensor(t: Any) -> TensorSpec:
+    return TensorSpec(t.name, tuple(t.shape), t.dtype, t.buffer, t.offset)
+
+
+def _step(s: Any) -> Step:
+    if s.kind == "dispatch":
+        return DispatchStep(s.executable, tuple(BufferRange(r.buffer, r.offset, r.length) for r in s.bindings),
+                            s.name, s.flops, s.bytes, None if s.min_bytes is None else tuple(s.min_bytes))
+    if s.kind == "copy":
+        return CopyStep(BufferRange(s.src.buffer, s.src.offset), BufferRange(s.dst.buffer, s.dst.offset), s.nbytes)
+    if s.kind == "fill":
+        return FillStep(s.buffer, s.offset, s.nbytes, s.pattern, s.pattern_size)
+    return BarrierStep()
+
+
+def _variant(v: Any) -> Variant:
+    e = v.entry
+    return Variant(v.format, v.target, v.member, EntryPoint(e.name, e.bindings, e.constants, tuple(e.workgroup_size)),
+                   tuple(v.workgroups), tuple(v.constants))  # type: ignore[arg-type]
+
+
+def _from_doc(doc: ManifestDoc) -> Manifest:
+    return Manifest(
+        buffers=tuple(BufferDecl(b.id, b.nbytes, b.kind, b.name) for b in doc.buffers),
+        executables=tuple(ExecutableDecl(e.id, e.name, tuple(_variant(v) for v in e.variants))
+                          for e in doc.executables),
+        functions=tuple(Function(f.name, tuple(_tensor(t) for t in f.inputs), tuple(_tensor(t) for t in f.outputs),
+                                 tuple(_step(s) for s in f.steps)) for f in doc.functions),
+        weights=tuple(WeightDecl(w.name, w.buffer, w.dtype, tuple(w.shape), w.storage, w.member, w.seed,
+                                 w.init.model_dump(exclude_unset=True), w.offset) for w in doc.weights),
+        members=dict(doc.members), created_by=doc.created_by, source=dict(doc.source),
+        options=dict(doc.options), targets=tuple(dict(t) for t in doc.targets),
+        format=doc.format, version=doc.version)

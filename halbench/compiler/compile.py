@@ -355,7 +355,12 @@ def _schedule(g: Graph, options: CompileOptions, executables: list[ExecutableDec
         if i in splits:
             binds.append(BufferRange(ids["scratch"], scratch_at[i], splits[i].nbytes))
         flops, nbytes = g.costs.get(i, (0, 0))
-        steps.append(DispatchStep(i, tuple(binds), d.attrs["name"], flops, nbytes))
+        # What each kernel touches: its tensors whole, the status slot's two words, the split-K
+        # scratch whole; the runtime refuses a bundle whose ranges are shorter (bundle/check.py).
+        n_values = len(d.inputs) + len(d.outputs)
+        touched = tuple(r.length if k < n_values or r.buffer == ids.get("scratch") else 8
+                        for k, r in enumerate(binds))
+        steps.append(DispatchStep(i, tuple(binds), d.attrs["name"], flops, nbytes, touched))
     copies = []
     for spec, (user, v) in zip(outputs, g.outputs):
         bid, off = where(v)

@@ -45,6 +45,8 @@ def measured_peaks(doc: dict[str, Any], uri: str) -> dict[str, Any]:
         median_ms = Stats(samples).median
         metrics = b.get("metrics") or {}
         family = b["name"].split("/")[1]
+        if median_ms <= 0 and family != "latency":  # a zero time (a clock too coarse) is no rate
+            continue
         if family == "bandwidth" and metrics.get("bytes"):
             bw[b["name"].split("/", 2)[2]] = metrics["bytes"] / (median_ms * 1e6)
         elif family in ("fma", "matrix", "dot") and metrics.get("flops"):
@@ -142,7 +144,7 @@ def _cell(bench: dict[str, Any] | None) -> dict[str, Any]:
     items = (bench.get("metrics") or {}).get("items_per_run") or 1
     corr = bench.get("correctness") or {}
     return {"status": "ok", "median": s.median, "p10": s.p10, "p90": s.p90, "n": s.count,
-            "source": key, "throughput": items / (s.median / 1e3), "noisy": s.noisy(),
+            "source": key, "throughput": items / (s.median / 1e3) if s.median > 0 else None, "noisy": s.noisy(),
             "correct": corr.get("passed") if corr.get("checked") else None, "ratio": None}
 
 
@@ -160,6 +162,8 @@ def _micro_rate(bench: dict[str, Any], cell: dict[str, Any]) -> str:
     m = bench.get("metrics") or {}
     # Bandwidth and transfer micros are judged by bytes even when they also do some FLOPs (triad).
     by_bytes = any(k in bench["name"] for k in ("bandwidth", "transfer"))
+    if cell["median"] <= 0:  # a zero time (a clock too coarse) is no rate
+        return f"{cell['median'] * 1e3:.2f} µs"
     if m.get("bytes") and (by_bytes or not m.get("flops")):
         return _rate(m["bytes"] / (cell["median"] * 1e6), "GB/s")
     if m.get("flops"):

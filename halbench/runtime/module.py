@@ -164,8 +164,9 @@ class Module:
         return tuple(out)
 
     def _check_status(self, f: Function) -> None:
-        """Raise, naming the dispatch and the index, when a gather of ``f`` met an index out of
-        its bounds (the kernel clamped it and recorded it: nothing was read out of bounds)."""
+        """Raise, naming the dispatch and the index, when a gather or scatter of ``f`` met an index
+        out of its bounds (the kernel clamped or skipped it and recorded it: flag 1 a gather, 2 a
+        scatter; nothing was read or written out of bounds)."""
         slots = self._status_slots.get(f.name)
         if slots is None:
             kinds = {b.id: b.kind for b in self.bundle.manifest.buffers}
@@ -176,6 +177,9 @@ class Module:
             if flag:
                 self._buffers[r.buffer].write(np.zeros(2, np.uint32), r.offset)
                 signed = index - (1 << 32) if index >= 1 << 31 else index
+                if flag == 2:  # a scatter's index row (kernels._plan_ordered): nothing was written there
+                    raise UserError(f"dispatch '{s.name}' of '{f.name}' scattered at index {signed}, outside "
+                                    f"its output's bounds, on {self.device.uri}; check the indices")
                 raise UserError(f"dispatch '{s.name}' of '{f.name}' gathered at index {signed}, outside its "
                                 f"input's bounds, on {self.device.uri}; check the input values "
                                 f"(token ids, indices) against the model's tables")

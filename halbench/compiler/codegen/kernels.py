@@ -504,11 +504,16 @@ def _plan_ordered(c: _Ctx, t: Tuning) -> Plan:
     rest = [o[d] for d in range(len(shape)) if d not in dim_map]
     body_lines, ys = emit_body(a["body"], c.L, lambda k, _dt: "u" if k == 0 else "r", lambda d: "0",
                                lambda k, ix, _dt: ([], "0"), "s")
+    # An index outside the output matches no element (nothing is written out of bounds) and is
+    # recorded in the status slot as 2 and its value (gathers record 1): the runtime names it.
+    s = len(c.d.values)
     lines.append(f"{dt} r = {c.ld(orig, o)};")
     lines.append(f"for (int i = 0; i < {n_rows}; i++) {{")
     lines.append("  bool hit = true;")
     for k in range(n_cols):
-        lines.append(f"  hit = hit && int({c.ld(idx, ['i', str(k)])}) == {o[dim_map[k]]};")
+        lines.append(f"  int x{k} = int({c.ld(idx, ['i', str(k)])});")
+        lines.append(f"  if (uint(x{k}) >= {shape[dim_map[k]]}u) {{ B{s}[0] = 2u; B{s}[1] = uint(x{k}); }}")
+        lines.append(f"  hit = hit && x{k} == {o[dim_map[k]]};")
     lines.append("  if (hit) {")
     lines.append(f"    {ctype(c.dtype(upd))} u = {c.ld(upd, ['i'] + rest)};")
     lines += ["    " + ln for ln in body_lines] + [f"    r = {ys[0]};", "  }", "}"]
@@ -804,9 +809,12 @@ def _plan_kind(d: Any, g: Graph, t: Tuning, lang: Lang) -> Plan:
 
 
 def uses_extract(d: Any) -> bool:
-    """Whether dispatch ``d`` gathers at computed indices (a body ``extract``): its kernel then
-    takes the status binding (Plan.status), on every backend, the local one included."""
+    """Whether dispatch ``d`` indexes at computed indices (a body ``extract``, or a scatter's
+    index rows): its kernel then takes the status binding (Plan.status), on every backend, the
+    local one included."""
     disp = as_dispatch(d)
+    if disp.root.kind == "scatter":
+        return True
     for op in (disp.root, disp.epilogue):
         body = (getattr(op, "attrs", None) or {}).get("body") if op is not None else None
         if body is not None and any(n.op == "extract" for n in body.nodes):

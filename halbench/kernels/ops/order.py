@@ -67,7 +67,7 @@ def scatter(op: Mapping[str, Any], ins: list[np.ndarray]) -> list[np.ndarray]:
         at = [int(v) for v in indices[i]]
         for k, (d, v) in enumerate(zip(dim_map, at)):
             if not 0 <= v < out.shape[d]:
-                raise UserError(f"scatter at index {v} on axis {d}, outside the output's bounds "
+                raise UserError(f"scattered at index {v} on axis {d}, outside the output's bounds "
                                 f"(0..{out.shape[d] - 1}); check the indices")
         sel: list[Any] = [slice(None)] * out.ndim
         for d, v in zip(dim_map, at):

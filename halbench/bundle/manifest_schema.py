@@ -1,0 +1,209 @@
+"""The schema of ``manifest.json`` (docs/bundle-format.md) as pydantic models: types, ranges,
+sizes and unknown keys of the untrusted JSON, checked before any dataclass is built.
+
+``Manifest.from_dict`` validates with :class:`ManifestDoc` and builds the frozen dataclasses the
+runtime uses; ``check.py`` then checks what refers to what (ids, ranges inside buffers, binding
+sizes). Errors are one line naming the key path (``functions[0].steps[3].bindings[1].offset``).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from halbench.dtypes import DTYPES
+
+__all__ = ["BUFFER_KINDS", "MAX_BUFFER_BYTES", "ManifestDoc"]
+
+#: status: gathers' (and scatters') out-of-bounds slots; scratch: split-K counters and partial
+#: sums. Both start zeroed at load, and kernels leave their counters at zero.
+BUFFER_KINDS = ("input", "output", "weight", "transient", "status", "scratch")
+
+#: No buffer of a bundle may be larger (1 TiB: beyond any device, and beyond what NumPy indexes).
+MAX_BUFFER_BYTES = 1 << 40
+#: Caps on counts: far beyond any real model, small enough that a hostile manifest cannot make
+#: the reader build millions of objects (the manifest itself is capped at 64 MiB by archive.py).
+_MAX_ITEMS = 1_000_000
+_MAX_RANK = 32
+
+Id = Annotated[int, Field(ge=0, lt=1 << 31)]
+Bytes = Annotated[int, Field(ge=0, le=MAX_BUFFER_BYTES)]
+Name = Annotated[str, Field(max_length=1024)]
+Shape = Annotated[list[Annotated[int, Field(ge=0, le=MAX_BUFFER_BYTES)]], Field(max_length=_MAX_RANK)]
+Finite = Annotated[float, Field(allow_inf_nan=False)]
+
+
+class _Strict(BaseModel):
+    # strict: "1" is not 1 and true is not 1 (json gives Python lists, dicts, ints, floats)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+def _dtype(v: str) -> str:
+    if v not in DTYPES:
+        raise ValueError(f"unknown dtype {v!r}; known: {', '.join(DTYPES)}")
+    return v
+
+
+DType = Annotated[str, AfterValidator(_dtype)]
+
+
+class TensorDoc(_Strict):
+    name: Name
+    shape: Shape
+    dtype: DType
+    buffer: Id
+    offset: Bytes = 0
+
+
+class BufferDoc(_Strict):
+    id: Id
+    nbytes: Annotated[int, Field(gt=0)]
+    kind: Literal[BUFFER_KINDS] = "transient"  # type: ignore[valid-type]
+    name: Name = ""
+
+    @field_validator("nbytes")
+    @classmethod
+    def _holdable(cls, v: int) -> int:
+        if v > MAX_BUFFER_BYTES:
+            raise ValueError(f"asks for {v} B, more than any device holds ({MAX_BUFFER_BYTES} B)")
+        return v
+
+
+class InitDoc(_Strict):
+    distribution: Literal["normal", "uniform"] = "normal"
+    scale: Finite | None = None
+    low: Finite | None = None
+    high: Finite | None = None
+
+
+class WeightDoc(_Strict):
+    name: Name
+    buffer: Id
+    dtype: DType
+    shape: Shape
+    storage: Literal["file", "random"] = "file"
+    member: Name | None = None
+    seed: Annotated[int, Field(ge=0, lt=1 << 63)] | None = None
+    init: InitDoc = Field(default_factory=InitDoc)
+    offset: Bytes = 0
+
+    @model_validator(mode="after")
+    def _storage(self) -> WeightDoc:
+        if self.storage == "file" and self.member is None:
+            raise ValueError(f"weight '{self.name}' is stored as a file but names no member")
+        if self.storage == "random" and self.seed is None:
+            raise ValueError(f"weight '{self.name}' is random but has no seed")
+        return self
+
+
+class EntryDoc(_Strict):
+    name: Name
+    bindings: Annotated[int, Field(ge=0, le=4096)]
+    constants: Annotated[int, Field(ge=0, le=4096)] = 0
+    workgroup_size: Annotated[list[Annotated[int, Field(ge=1, le=1 << 16)]],
+                              Field(min_length=3, max_length=3)] = [1, 1, 1]
+
+
+class VariantDoc(_Strict):
+    format: Name
+    target: Name = ""
+    member: Name
+    entry: EntryDoc
+    workgroups: Annotated[list[Annotated[int, Field(ge=1, lt=1 << 32)]], Field(min_length=3, max_length=3)]
+    constants: Annotated[list[Annotated[int, Field(ge=-(1 << 31), lt=1 << 32)]], Field(max_length=4096)] = []
+
+    @model_validator(mode="after")
+    def _constants(self) -> VariantDoc:
+        if len(self.constants) != self.entry.constants:
+            raise ValueError(f"has {len(self.constants)} constants but its entry takes {self.entry.constants}")
+        return self
+
+
+class ExecutableDoc(_Strict):
+    id: Id
+    name: Name = ""
+    variants: Annotated[list[VariantDoc], Field(max_length=64)]
+
+    @field_validator("variants")
+    @classmethod
+    def _some(cls, v: list[VariantDoc]) -> list[VariantDoc]:
+        if not v:
+            raise ValueError("has no variants")
+        return v
+
+
+class RangeDoc(_Strict):
+    buffer: Id
+    offset: Bytes = 0
+    length: Annotated[int, Field(gt=0, le=MAX_BUFFER_BYTES)] | None = None
+
+
+class PlaceDoc(_Strict):
+    """A copy's source or destination: a buffer and an offset (the copy says how many bytes)."""
+
+    buffer: Id
+    offset: Bytes = 0
+
+
+class DispatchDoc(_Strict):
+    kind: Literal["dispatch"]
+    executable: Id
+    name: Name = ""
+    bindings: Annotated[list[RangeDoc], Field(max_length=4096)] = []
+    #: per binding, the bytes the kernel touches from the range's start; the runtime refuses a
+    #: range shorter than that (bundles written before this field have none: not checked)
+    min_bytes: Annotated[list[Bytes], Field(max_length=4096)] | None = None
+    flops: Annotated[int, Field(ge=0)] = 0
+    bytes: Annotated[int, Field(ge=0)] = 0
+
+    @model_validator(mode="after")
+    def _one_size_per_binding(self) -> DispatchDoc:
+        if self.min_bytes is not None and len(self.min_bytes) != len(self.bindings):
+            raise ValueError(f".min_bytes: has {len(self.min_bytes)} sizes for {len(self.bindings)} bindings")
+        return self
+
+
+class BarrierDoc(_Strict):
+    kind: Literal["barrier"]
+
+
+class CopyDoc(_Strict):
+    kind: Literal["copy"]
+    src: PlaceDoc
+    dst: PlaceDoc
+    nbytes: Bytes
+
+
+class FillDoc(_Strict):
+    kind: Literal["fill"]
+    buffer: Id
+    offset: Bytes = 0
+    nbytes: Bytes
+    pattern: Annotated[int, Field(ge=0, lt=1 << 32)] = 0
+    pattern_size: Literal[1, 2, 4] = 4
+
+
+StepDoc = Annotated[DispatchDoc | BarrierDoc | CopyDoc | FillDoc, Field(discriminator="kind")]
+
+
+class FunctionDoc(_Strict):
+    name: Name
+    inputs: Annotated[list[TensorDoc], Field(max_length=4096)] = []
+    outputs: Annotated[list[TensorDoc], Field(max_length=4096)] = []
+    steps: Annotated[list[StepDoc], Field(max_length=_MAX_ITEMS)] = []
+
+
+class ManifestDoc(_Strict):
+    format: Literal["halbench-bundle"]
+    version: int
+    created_by: Name = ""
+    source: dict[str, Any] = {}
+    options: dict[str, Any] = {}
+    targets: Annotated[list[dict[str, Any]], Field(max_length=1024)] = []
+    members: Annotated[dict[Name, Annotated[str, Field(pattern=r"^[0-9a-fA-F]{64}$")]],
+                       Field(max_length=_MAX_ITEMS)] = {}
+    buffers: Annotated[list[BufferDoc], Field(max_length=_MAX_ITEMS)] = []
+    weights: Annotated[list[WeightDoc], Field(max_length=_MAX_ITEMS)] = []
+    executables: Annotated[list[ExecutableDoc], Field(max_length=_MAX_ITEMS)] = []
+    functions: Annotated[list[FunctionDoc], Field(max_length=4096)] = []
