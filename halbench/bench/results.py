@@ -219,6 +219,10 @@ def _validate_dispatch(disp: Any, path: str) -> None:
         _fail(path, f"expected dict, got {_type_name(disp)}")
     _get(disp, "index", path, int)
     _get(disp, "name", path, str)
+    nodes = _get(disp, "nodes", path, list, required=False, nullable=True) or []
+    for i, n in enumerate(nodes):
+        if not isinstance(n, str):
+            _fail(f"{path}.nodes[{i}]", f"expected str, got {_type_name(n)}")
     for key in ("flops", "bytes"):
         _opt_number(disp, key, path)
     stats = _get(disp, "device_ms", path, dict)

@@ -76,7 +76,8 @@ def dispatch_stats(profiles: list[Any], infos: list[dict[str, Any]]) -> tuple[Di
             i, info.get("name", last.entry), info.get("flops"), info.get("bytes"),
             {"median": float(np.median(ms)), "p10": float(np.percentile(ms, 10)),
              "p90": float(np.percentile(ms, 90)), "mean": float(ms.mean()), "count": int(ms.size)},
-            {"start_ns": int(last.start_ns), "end_ns": int(last.end_ns)}))
+            {"start_ns": int(last.start_ns), "end_ns": int(last.end_ns)},
+            tuple(info.get("nodes") or ())))
     return tuple(out)
 
 

@@ -287,12 +287,16 @@ class DispatchStep:
     name: str = ""
     flops: int = 0
     bytes: int = 0
+    nodes: tuple[str, ...] = ()  # the source (ONNX) nodes this dispatch computes, when known
     kind: str = field(default="dispatch", init=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": "dispatch", "executable": self.executable, "name": self.name,
-                "bindings": [b.to_dict() for b in self.bindings], "flops": self.flops,
-                "bytes": self.bytes}
+        d = {"kind": "dispatch", "executable": self.executable, "name": self.name,
+             "bindings": [b.to_dict() for b in self.bindings], "flops": self.flops,
+             "bytes": self.bytes}
+        if self.nodes:
+            d["nodes"] = list(self.nodes)
+        return d
 
 
 @dataclass(frozen=True)
@@ -335,6 +339,7 @@ class FillStep:
 
 
 Step = DispatchStep | BarrierStep | CopyStep | FillStep
+MAX_NODE_NAMES = 4096  # a dispatch's source nodes; a bundle is untrusted input
 
 
 def _step_from_dict(d: Any, where: str) -> Step:
@@ -342,8 +347,13 @@ def _step_from_dict(d: Any, where: str) -> Step:
     if kind == "dispatch":
         binds = tuple(BufferRange.from_dict(b, f"{where}.bindings[{i}]")
                       for i, b in enumerate(_list(d, "bindings", where)))
+        nodes = _list(d, "nodes", where)
+        if len(nodes) > MAX_NODE_NAMES or not all(isinstance(n, str) and len(n) <= 256 for n in nodes):
+            raise ManifestError(f"{where}.nodes must be at most {MAX_NODE_NAMES} names of at most "
+                                f"256 characters")
         return DispatchStep(_get(d, "executable", where, int), binds, _get(d, "name", where, str, ""),
-                            _get(d, "flops", where, int, 0), _get(d, "bytes", where, int, 0))
+                            _get(d, "flops", where, int, 0), _get(d, "bytes", where, int, 0),
+                            tuple(nodes))
     if kind == "barrier":
         return BarrierStep()
     if kind == "copy":

@@ -343,7 +343,8 @@ def _schedule(g: Graph, options: CompileOptions, executables: list[ExecutableDec
         if i in gathering:
             binds.append(BufferRange(ids["status"], BINDING_ALIGNMENT * gathering.index(i), 16))
         flops, nbytes = g.costs.get(i, (0, 0))
-        steps.append(DispatchStep(i, tuple(binds), d.attrs["name"], flops, nbytes))
+        steps.append(DispatchStep(i, tuple(binds), d.attrs["name"], flops, nbytes,
+                                  tuple(d.attrs.get("nodes") or ())))
     copies = []
     for spec, (user, v) in zip(outputs, g.outputs):
         bid, off = where(v)
