@@ -26,8 +26,6 @@ import numpy as np
 from halbench.dtypes import itemsize
 
 __all__ = [
-    "merge_locs",
-    "node_names",
     "GENERIC_KINDS",
     "NAMED_KINDS",
     "Body",
@@ -39,6 +37,8 @@ __all__ = [
     "TensorType",
     "Weight",
     "is_identity",
+    "merge_locs",
+    "node_names",
 ]
 
 MapResult = tuple[str, int]

@@ -16,7 +16,6 @@ from halbench.bench.stats import NOISE_THRESHOLD, Stats
 from halbench.reports.compare import timing_samples
 from halbench.reports.report_compare import comparison_section
 from halbench.reports.report_runtimes import correctness_note, peer_columns, runtimes_section
-from halbench.reports.runtimes import where
 from halbench.reports.units import dispatch_label, fmt_bytes, fmt_num, fmt_rate, rate_prefix
 
 __all__ = ["TOP_DISPATCHES", "TOP_MODELS", "build_context", "measured_peaks", "measured_roof",
@@ -395,6 +394,10 @@ def build_context(docs: list[tuple[Path, dict[str, Any]]]) -> dict[str, Any]:
     # Each table shows only the columns that ran something of its kind.
     model_cols = [c for c in columns if any((n, c["label"]) in index for n in model_names)]
     micro_cols = [c for c in columns if any((n, c["label"]) in index for n in micro_names)]
+    if len(docs) > 1:  # the same device's columns side by side, file after file: the pairs compared
+        uri_order = list(dict.fromkeys(c["uri"] for c in columns))
+        model_cols.sort(key=lambda c: uri_order.index(c["uri"]))
+        micro_cols.sort(key=lambda c: uri_order.index(c["uri"]))
     peer_cols, peers = peer_columns([(label, doc) for label, (_, doc) in zip(labels, docs)],
                                     model_names)
     model_rows = []
