@@ -879,8 +879,16 @@ def _document_exit_codes(name: str, cmd: click.Command) -> None:
     if getattr(cmd, "_halbench_exit_codes", False):
         return
     cmd._halbench_exit_codes = True  # type: ignore[attr-defined]
-    if "Exit codes" in (cmd.help or ""):
-        return
-    lines = "\n".join(f"  {code:<3}  {what}" for code, what in exit_codes(name))
-    cmd.help = (cmd.help or "").rstrip() + "\n\n\b\nExit codes:\n" + lines
+    import inspect
+    import re
+
+    help_text = inspect.cleandoc(cmd.help or "")  # dedented first: the lines added are not indented
+    codes, title = exit_codes(name), "Exit codes:"
+    if "Exit codes" in help_text:  # the docstring lists its own: add only those it leaves out
+        own = help_text.split("Exit codes", 1)[1]
+        codes = [(c, w) for c, w in codes if not re.search(rf"(?<![\w.]){c}(?![\w.%])", own)]
+        title = "Also:"
+    if codes:
+        lines = "\n".join(f"  {code:<3}  {what}" for code, what in codes)
+        cmd.help = help_text.rstrip() + f"\n\n\b\n{title}\n" + lines
 
