@@ -18,8 +18,9 @@ _WORDS = {"slower": "slower (REGRESSION)", "same": "same (PASS)", "faster": "fas
           "inconclusive": "inconclusive"}
 
 
-def comparison_section(labels: list[str], docs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Rows of (benchmark, device, runtime): both medians, the ratio and its significance."""
+def comparison_section(labels: list[str], docs: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Rows of (benchmark, device, runtime): both medians, the ratio and its significance; None
+    when the files share no timed benchmark (a peaks run beside a models run compares nothing)."""
     base, new = docs
     try:
         settings, warnings = resolve_settings(base, new)
@@ -43,6 +44,8 @@ def comparison_section(labels: list[str], docs: list[dict[str, Any]]) -> dict[st
             "p": (f"p={d.p_value:.2g}" if d.p_value is not None else "intervals") if d else "–",
             "allowance": d.allowance if d else None,
             "reason": d.reason if d else "", "reps": d.repetitions if d else None})
+    if not verdicts:
+        return None
     return {"base": labels[0], "new": labels[1], "rows": rows, "verdicts": verdicts,
             "warnings": warnings, "runtimes": any(r["runtime"] != "halbench" for r in rows),
             "summary": ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))}

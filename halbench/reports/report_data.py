@@ -316,24 +316,25 @@ def _public(columns: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _noisy_badges(model_rows: list[dict[str, Any]], model_cols: list[dict[str, Any]],
-                  comparison: dict[str, Any] | None) -> None:
-    """Mark a cell noisy only where its noise changes a conclusion. Across two files: the gate's
-    decision on that pair is inconclusive. Otherwise: the cell is noisy and its p10-p90 range
-    overlaps its reference's, so whether it is faster or slower is not settled."""
+                  comparison: dict[str, Any] | None, several_files: bool) -> None:
+    """Mark a cell noisy only where its noise changes a conclusion. A pair two files share: the
+    gate's decision on it is inconclusive. Otherwise, against the cell's ratio reference (the first
+    column; with several files, the same device in an earlier file): either is noisy and their
+    p10-p90 ranges overlap, so whether it is faster or slower is not settled."""
     verdicts = comparison["verdicts"] if comparison else {}
     for row in model_rows:
-        ref = None
+        seen: list[tuple[dict[str, Any], dict[str, Any]]] = []
         for cell, col in zip(row["cells"], model_cols):
             if cell["median"] is None:
                 continue
-            if comparison is not None:
-                cell["noisy_badge"] = verdicts.get((row["name"], col["uri"], col["run"])) == "inconclusive"
-                continue
-            if ref is None:
-                ref = cell  # the ratios' reference: its noise shows through the others' badges
-                continue
-            overlap = cell["p10"] <= ref["p90"] and ref["p10"] <= cell["p90"]
-            cell["noisy_badge"] = bool((cell["noisy"] or ref["noisy"]) and overlap)
+            key = (row["name"], col["uri"], col["run"])
+            ref = next((c for c, k in seen if not several_files or k["uri"] == col["uri"]), None)
+            seen.append((cell, col))
+            if key in verdicts:  # a pair the files share: the decision says whether noise matters
+                cell["noisy_badge"] = verdicts[key] == "inconclusive"
+            elif ref is not None:
+                overlap = cell["p10"] <= ref["p90"] and ref["p10"] <= cell["p90"]
+                cell["noisy_badge"] = bool((cell["noisy"] or ref["noisy"]) and overlap)
 
 
 def build_context(docs: list[tuple[Path, dict[str, Any]]]) -> dict[str, Any]:
@@ -415,7 +416,7 @@ def build_context(docs: list[tuple[Path, dict[str, Any]]]) -> dict[str, Any]:
                 cell["ratio"] = cell["median"] / ref
         model_rows.append({"name": name, "cells": cells, "peers": peers[name]})
     comparison = comparison_section(labels, [doc for _, doc in docs]) if len(docs) == 2 else None
-    _noisy_badges(model_rows, model_cols, comparison)
+    _noisy_badges(model_rows, model_cols, comparison, len(docs) > 1)
 
     micro_rows = []
     values: dict[tuple[str, str], tuple[str, float] | None] = {}

@@ -53,13 +53,13 @@ def fmt_bytes(n: float | None) -> str:
 
 
 def rate_prefix(gflop_s: Iterable[float | None]) -> tuple[str, float]:
-    """The one FLOP-rate prefix for a table: the largest whose unit the largest value reaches."""
-    top = max((v for v in gflop_s if v), default=0.0)
-    chosen = FLOP_PREFIXES[0]
-    for prefix, scale in FLOP_PREFIXES:
-        if top >= scale:
-            chosen = (prefix, scale)
-    return chosen
+    """The one FLOP-rate prefix for a table: the one that puts the most values between 1 and
+    1,000 (on a tie, the smaller): lavapipe's 40.8 GFLOP/s beside an H100's 28.5, 61.2 and 666
+    TFLOP/s reads 0.0408 TFLOP/s, never GFLOP/s in one row and TFLOP/s in the next."""
+    values = [v for v in gflop_s if v]
+    if not values:
+        return FLOP_PREFIXES[0]
+    return max(FLOP_PREFIXES, key=lambda p: (sum(1 <= v / p[1] < 1000 for v in values), -p[1]))
 
 
 def fmt_rate(gflop_s: float | None, prefix: tuple[str, float] | None = None) -> str:

@@ -49,7 +49,8 @@ def _render(tmp_path: Path, *docs: dict[str, Any]) -> str:
 def test_unit_formatter() -> None:
     assert fmt_bytes(32768) == "32.0 KiB" and fmt_bytes(2 * 2**30) == "2.00 GiB"
     assert fmt_bytes(16 * 2**20) == "16.0 MiB" and fmt_bytes(512) == "512 B"
-    assert rate_prefix([40.8, 49_000.0]) == ("T", 1e3)
+    assert rate_prefix([40.8, 49_000.0, 67_000.0, 990_000.0]) == ("T", 1e3)  # most read 1..1,000
+    assert rate_prefix([40.8, 58.8, 6.03]) == ("G", 1.0)
     assert fmt_rate(40.8, ("T", 1e3)) == "0.0408 TFLOP/s" and fmt_rate(40.8) == "40.8 GFLOP/s"
     assert [fmt_tick(v) for v in (0.2, 0.5, 1, 2, 5, 10, 1000)] == \
         ["0.2", "0.5", "1", "2", "5", "10", "1,000"]
@@ -232,3 +233,12 @@ def test_smoke_suite_report_end_to_end(tmp_path: Path) -> None:
     assert not any(n in ("conv+elementwise", "pooling") for n in names)
     assert "launch gaps / idle" in root.find("p", cls="reconcile").text or \
         "do not add up" in root.find("p", cls="reconcile").text
+
+
+def test_two_files_without_common_benchmarks_have_no_comparison(tmp_path: Path) -> None:
+    """A peaks run beside a models run (the H100 examples): nothing to compare, no section."""
+    peaks = make_results(seed=1, models=())
+    models = make_results(seed=2, micros=False)
+    root = parse(_render(tmp_path, peaks, models))
+    assert not root.find_all("table", id="comparison-table")
+    assert not root.find_all("h2", id="comparison")
