@@ -291,11 +291,13 @@ def _roofline(title: str, uri: str, doc: dict[str, Any], peaks: dict[str, Any]) 
                                   "x": x, "y": y, "roof": roof, "gb_s": d["bytes"] / (ms * 1e6)})
             else:
                 skipped += 1  # copies and fills have no FLOPs: they have no place on a log axis
-    bw = peaks["bandwidth_gb_s"]
+    bw, comp = peaks["bandwidth_gb_s"], peaks["compute_gflop_s"]
     return {"title": title, "points": points, "ceilings": ceilings, "skipped": skipped,
             "has_measured": bool(peaks["bandwidth_gb_s"] or peaks["compute_gflop_s"]),
             "count": sum(len(p) for p in points.values()), "above": above,
-            "ceiling_name": f"measured {max(bw, key=bw.get)}" if bw else None}
+            "ceiling_name": " and ".join(
+                [f"measured {max(bw, key=bw.get)} bandwidth"] * bool(bw)
+                + [f"measured {max(comp, key=comp.get)} compute"] * bool(comp)) or None}
 
 
 def measured_roof(peaks: dict[str, Any], intensity: float) -> float | None:
