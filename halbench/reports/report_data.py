@@ -296,8 +296,8 @@ def _roofline(title: str, uri: str, doc: dict[str, Any], peaks: dict[str, Any]) 
             "has_measured": bool(peaks["bandwidth_gb_s"] or peaks["compute_gflop_s"]),
             "count": sum(len(p) for p in points.values()), "above": above,
             "ceiling_name": " and ".join(
-                [f"measured {max(bw, key=bw.get)} bandwidth"] * bool(bw)
-                + [f"measured {max(comp, key=comp.get)} compute"] * bool(comp)) or None}
+                ([f"measured {max(bw, key=bw.get)} bandwidth"] if bw else [])
+                + ([f"measured {max(comp, key=comp.get)} compute"] if comp else [])) or None}
 
 
 def measured_roof(peaks: dict[str, Any], intensity: float) -> float | None:
