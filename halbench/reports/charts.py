@@ -148,15 +148,25 @@ def roofline_chart(title: str, points: dict[str, list[tuple[float, float]]],
                     xytext=(2, 6) if c.measured else (6, -10), textcoords="offset points",
                     color="#333" if c.measured else "#777")
     best_slope = max((c.gb_s for c in slopes), default=None)
-    for c in roofs:
+    y_top = max(ys + [c.gflop_s for c in roofs] + [1.0]) * 3
+    y_bot = min(ys + [y_top / 1e5]) / 3
+    # Roof labels sit right of the plot, each at least a text line above the one below, so close
+    # roofs (fma/f16 beside fma/f32, measured beside published) never print over each other or
+    # over a line.
+    per_decade = 250.0 / max(math.log10(y_top / y_bot), 1.0)  # points per decade of the y axis
+    last = -math.inf
+    for c in sorted(roofs, key=lambda c: c.gflop_s):
         start = c.gflop_s / best_slope if best_slope else x_lo
         style = "-" if c.measured else "--"
         ax.plot([start, x_hi], [c.gflop_s, c.gflop_s], style, color="#333" if c.measured else "#999",
                 linewidth=1.2)
-        # Measured roofs are labelled at the right end, published ones where they start (left).
-        ax.annotate(f"{c.label}: {c.gflop_s:,.0f} GFLOP/s", (x_hi if c.measured else start, c.gflop_s),
-                    fontsize=7, ha="right" if c.measured else "left", xytext=(-2, 3),
-                    textcoords="offset points", color="#333" if c.measured else "#777")
+        natural = math.log10(c.gflop_s) * per_decade
+        placed = max(natural, last + 8.5)
+        last = placed
+        ax.annotate(f"{'published ' if not c.measured and not c.label.startswith('published') else ''}"
+                    f"{c.label}: {c.gflop_s:,.0f} GFLOP/s", (x_hi, c.gflop_s), fontsize=7, ha="left",
+                    va="center", xytext=(4, placed - natural), textcoords="offset points",
+                    annotation_clip=False, color="#333" if c.measured else "#777")
     for i, (label, pts) in enumerate(points.items()):
         if pts:
             ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=12, alpha=0.75,
@@ -168,8 +178,6 @@ def roofline_chart(title: str, points: dict[str, list[tuple[float, float]]],
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(x_lo, x_hi)
-    y_top = max(ys + [c.gflop_s for c in roofs] + [1.0]) * 3
-    y_bot = min(ys + [y_top / 1e5]) / 3
     ax.set_ylim(y_bot, y_top)
     ax.set_xlabel("arithmetic intensity, FLOP/byte")
     ax.set_ylabel("achieved GFLOP/s")

@@ -242,3 +242,16 @@ def test_two_files_without_common_benchmarks_have_no_comparison(tmp_path: Path) 
     root = parse(_render(tmp_path, peaks, models))
     assert not root.find_all("table", id="comparison-table")
     assert not root.find_all("h2", id="comparison")
+
+
+def test_roofline_roof_labels_do_not_overlap() -> None:
+    roofs = [charts.Ceiling("measured copy", gb_s=3000.0), charts.Ceiling("fma/f32", gflop_s=28_479.0),
+             charts.Ceiling("fma/f16", gflop_s=61_239.0), charts.Ceiling("published f32", gflop_s=67_000.0,
+                                                                         measured=False),
+             charts.Ceiling("matrix/f16", gflop_s=665_818.0),
+             charts.Ceiling("published bf16/f16", gflop_s=989_400.0, measured=False)]
+    svg = charts.roofline_chart("t", {"m": [(10.0, 5000.0), (0.1, 50.0)]}, roofs, salt="t")
+    labels = re.findall(r'<text [^>]*font-size: 7px[^>]*y="([\d.]+)"[^>]*>([^<]*GFLOP/s)</text>', svg)
+    assert len(labels) == 5
+    ys = sorted(float(y) for y, _ in labels)
+    assert all(b - a >= 7 for a, b in itertools.pairwise(ys)), ys  # 7 px text: one line apart at least
