@@ -16,6 +16,21 @@ FORMAT = click.option("--format", "fmt", type=click.Choice(["text", "json"]), de
                       show_default=True, help="Output format.")
 
 
+def _format_in_context(ctx: click.Context, param: click.Parameter, value: str) -> None:
+    ctx.meta["halbench.format"] = value
+
+
+#: --format for commands whose signatures grow often (run-suite, compile): the value goes to
+#: click's context and the body reads it with _fmt(), so the option touches no signature.
+FORMAT_CTX = click.option("--format", type=click.Choice(["text", "json"]), default="text",
+                          show_default=True, expose_value=False, callback=_format_in_context,
+                          help="Output format.")
+
+
+def _fmt() -> str:
+    return click.get_current_context().meta.get("halbench.format", "text")
+
+
 def _api_names(with_aliases: bool = False) -> list[str]:
     """What --target-device takes: every compiler backend (halbench.compiler.backends)."""
     from halbench.compiler.backends import api_names
@@ -32,6 +47,12 @@ def _target_apis() -> list[str]:
 class _Group(click.Group):
     """Every failure is one line on stderr and a documented exit code: a HalbenchError its own
     (1, or 2 for "nothing to do"), a file-system error 1, a bug 3. ``--debug`` shows tracebacks."""
+
+    def get_command(self, ctx: click.Context, name: str):
+        cmd = super().get_command(ctx, name)
+        if cmd is not None:
+            _document_exit_codes(name, cmd)
+        return cmd
 
     def invoke(self, ctx: click.Context):
         try:
@@ -123,6 +144,7 @@ def list_drivers(fmt: str) -> None:
 
 @main.command("run-suite")
 @click.argument("suite")
+@FORMAT_CTX
 @click.option("-o", "--output", default="results.json", show_default=True,
               help="Results file (JSON), written atomically when the run ends; finished benchmarks go to "
                    "OUTPUT.partial as they finish.")
@@ -142,7 +164,7 @@ def run_suite_cmd(suite: str, output: str, devices: tuple[str, ...], only: tuple
 
     Exit codes: 0 every benchmark ran and was correct (one skipped because a feature is missing
     here, or a wildcard pattern such as cuda://* that matches nothing, does not count against
-    it); 1 a benchmark errored or computed a wrong result, or a device named explicitly (cuda://3,
+    it); 1 a benchmark errored or computed a wrong result, or a device named explicitly (cuda://7,
     not a wildcard) is not on this machine (all others are still measured and written); 2 the
     suite is unusable or selects nothing (nothing is written)."""
     from halbench.bench.runner import run_suite
@@ -167,6 +189,17 @@ def run_suite_cmd(suite: str, output: str, devices: tuple[str, ...], only: tuple
     for b in results["benchmarks"]:
         counts[b["status"]] = counts.get(b["status"], 0) + 1
     summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+    if _fmt() == "json":
+        if report_path:
+            from halbench.reports.report import write_report
+
+            write_report([output], report_path)
+        click.echo(json.dumps({"suite": s.name, "output": output, "report": report_path,
+                               "benchmarks": len(results["benchmarks"]), "counts": counts,
+                               "warnings": list(results["warnings"])}, indent=2))
+        if counts.get("error") or counts.get("wrong"):
+            sys.exit(1)
+        return
     skipped_peers = {(b["runtime"], b["device"], b.get("error")) for b in results["benchmarks"]
                      if b.get("runtime", "halbench") != "halbench" and b["status"] == "skipped"}
     for runtime, device, why in sorted(skipped_peers, key=str):
@@ -351,19 +384,19 @@ def _iree_listing(kind: str):
 @click.option("--dump_devices", "--dump-devices", is_flag=False, flag_value="", default=None, is_eager=True,
               expose_value=False, metavar="[DRIVER]", callback=_iree_listing("dump"),
               help="Dump what each device (of DRIVER) is and can do, and exit.")
+@FORMAT
 def run_module_cmd(device: str | None, module_path: str | None, function: str | None, inputs: tuple[str, ...],
                    outputs: tuple[str, ...], expected: tuple[str, ...], threshold: float, max_elements: int,
-                   timeout_s: float) -> None:
-    """Run one function of a compiled module and print its results, as iree-run-module does.
-
-    Exit codes: 0 ran (and matched --expected_output), 1 an error or a mismatch."""
+                   timeout_s: float, fmt: str) -> None:
+    """Run one function of a compiled module and print its results, as iree-run-module does
+    (--format json: the same results as one JSON document)."""
     from halbench.runtime.run import run_module
 
     if not device or not module_path:
         raise UserError(f"run-module needs --{'device' if not device else 'module'} "
                         f"(or --list_drivers / --list_devices / --dump_devices)")
     text, ok = run_module(device, module_path, function, inputs, outputs, max_elements, timeout_s,
-                          expected=expected, threshold=threshold)
+                          expected=expected, threshold=threshold, fmt=fmt)
     click.echo(text)
     if not ok:
         sys.exit(1)
@@ -442,6 +475,7 @@ def _ignored_rocm_flag(ctx: click.Context, param: click.Parameter, value: str | 
                    "takes as inputs (a Reshape's shape, a Reduce's axes). Values as run-module --input.")
 @click.option("--dump-after", default=None, metavar="PASS", help="Print the IR after PASS (or all).")
 @click.option("--statistics", is_flag=True, help="Print compile statistics.")
+@FORMAT_CTX
 def compile_cmd(input_path: str, output: str, target_devices: tuple[str, ...], target_all: str | None,
                 weights: str, input_shapes: tuple[str, ...], frozen: tuple[str, ...], dump_after: str | None,
                 statistics: bool, **per_backend: str | None) -> None:
@@ -468,6 +502,14 @@ def compile_cmd(input_path: str, output: str, target_devices: tuple[str, ...], t
     for note in getattr(result, "notes", ()):
         click.echo(f"halbench: note: {note}", err=True)
     write_bundle(output, result.manifest, result.members)
+    if _fmt() == "json":
+        click.echo(json.dumps({"output": output, "target_devices": list(target_devices),
+                               "dispatches": len(result.manifest.functions[0].dispatches)
+                               if result.manifest.functions else 0,
+                               "notes": list(getattr(result, "notes", ())),
+                               "statistics": result.statistics if statistics else None},
+                              indent=2, default=str))
+        return
     if statistics:
         click.echo(json.dumps(result.statistics, indent=2, default=str) if result.statistics
                    else "no statistics reported")
@@ -539,23 +581,55 @@ def _runtime_options(f):
     return f
 
 
+def _two_files(command: str, files: tuple[str, ...], baseline: str | None,
+               candidate: str | None) -> tuple[str | None, str | None]:
+    """compare and gate name their inputs alike: ``BASELINE CANDIDATE`` as arguments, or
+    ``--baseline``/``--candidate``. One file alone is the one that runtimes are compared within."""
+    from halbench.errors import BadOption
+
+    if len(files) > 2:
+        raise BadOption(f"{command} takes at most two results files (BASELINE CANDIDATE), got {len(files)}")
+    given = [f for f in (baseline, candidate) if f]
+    if files and given:
+        raise BadOption(f"{command}: give the results files as arguments (BASELINE CANDIDATE) or as "
+                        f"--baseline/--candidate, not both")
+    if files:
+        return (files[0], files[1]) if len(files) == 2 else (None, files[0])
+    return baseline, candidate
+
+
+TWO_FILES = [
+    click.argument("files", nargs=-1, type=RESULTS_FILE, metavar="[BASELINE] [CANDIDATE]"),
+    click.option("--baseline", "--base", "baseline", default=None, type=RESULTS_FILE,
+                 help="Results of the reference run (or the first argument)."),
+    click.option("--candidate", "--new", "candidate", default=None, type=RESULTS_FILE,
+                 help="Results of the run to judge (or the second argument)."),
+]
+
+
+def _two_file_options(f):
+    for option in reversed(TWO_FILES):
+        f = option(f)
+    return f
+
+
 @main.command("compare")
-@click.argument("base", type=RESULTS_FILE)
-@click.argument("new", type=RESULTS_FILE, required=False)
+@_two_file_options
 @click.option("--format", "fmt", type=click.Choice(["text", "markdown", "json"]), default="text",
               show_default=True, help="Output format (JSON is strict: null, never NaN/Infinity).")
 @_limit_options
 @_runtime_options
-def compare_cmd(base: str, new: str | None, fmt: str, threshold: float | None,
-                noise_floor_ms: float | None, gate_file: str | None, baseline_runtime: str | None,
-                candidate_runtime: str | None) -> None:
+def compare_cmd(files: tuple[str, ...], baseline: str | None, candidate: str | None, fmt: str,
+                threshold: float | None, noise_floor_ms: float | None, gate_file: str | None,
+                baseline_runtime: str | None, candidate_runtime: str | None) -> None:
     """Compare two results files: per benchmark, medians, change, bounds and the gate's verdict.
 
-    The verdict per row is the gate's own decision with the gate's limits (from the BASE file's
-    suite, --gate-file and the flags): faster, same (PASS), slower (REGRESSION) or inconclusive.
-    Devices that differ between the files are a warning here (the gate refuses them). Entries
-    meet by (name, device, runtime); with --baseline-runtime, that runtime's entries meet the
-    candidate runtime's by (name, device), within BASE when NEW is left out.
+    The files: BASELINE CANDIDATE as arguments, or --baseline/--candidate (as the gate takes
+    them). The verdict per row is the gate's own decision with the gate's limits (from the
+    BASELINE file's suite, --gate-file and the flags): faster, same (PASS), slower (REGRESSION)
+    or inconclusive. Devices that differ between the files are a warning here (the gate refuses
+    them). Entries meet by (name, device, runtime); with --baseline-runtime, that runtime's
+    entries meet the candidate runtime's by (name, device), within one file when only one is given.
     """
     from halbench.bench.results import read_results
     from halbench.errors import BadOption
@@ -563,9 +637,15 @@ def compare_cmd(base: str, new: str | None, fmt: str, threshold: float | None,
     from halbench.reports.runtimes import match
     from halbench.reports.thresholds import resolve_settings
 
+    base, new = _two_files("compare", files, baseline, candidate)
+    if base is None:  # one file: the runtimes within it
+        base, new = new, None
     across = baseline_runtime is not None or candidate_runtime is not None
+    if base is None:
+        raise BadOption("compare needs BASELINE CANDIDATE (or --baseline/--candidate)")
     if new is None and not across:
-        raise BadOption("compare needs NEW, or --baseline-runtime NAME to compare runtimes within BASE")
+        raise BadOption("compare needs CANDIDATE, or --baseline-runtime NAME to compare runtimes "
+                        "within BASELINE")
     b = read_results(base)
     n = b if new is None else read_results(new)
     new = base if new is None else new
@@ -583,9 +663,7 @@ def compare_cmd(base: str, new: str | None, fmt: str, threshold: float | None,
 
 
 @main.command("gate")
-@click.option("--baseline", default=None, type=RESULTS_FILE,
-              help="Results of the reference run  [default: the candidate, with --baseline-runtime]")
-@click.option("--candidate", required=True, type=RESULTS_FILE, help="Results of the run to judge.")
+@_two_file_options
 @_limit_options
 @_runtime_options
 @click.option("--inconclusive", "inconclusive", type=click.Choice(["report", "pass", "fail"]),
@@ -596,13 +674,19 @@ def compare_cmd(base: str, new: str | None, fmt: str, threshold: float | None,
 @click.option("--junit", type=click.Path(dir_okay=False), help="Write JUnit XML to this file.")
 @click.option("--allow-device-mismatch", is_flag=True,
               help="Judge even when device UUID, name or driver version differ.")
+@click.option("--format", "fmt", type=click.Choice(["text", "markdown", "json"]), default="text",
+              show_default=True, help="Output format (JSON is strict: null, never NaN/Infinity).")
 @click.option("--debug", is_flag=True, help="Show the traceback of an internal error.")
 @click.pass_context
-def gate_cmd(ctx: click.Context, baseline: str | None, candidate: str, threshold: float | None,
-             noise_floor_ms: float | None, gate_file: str | None, baseline_runtime: str | None,
-             candidate_runtime: str | None, inconclusive: str, summary: str | None,
-             junit: str | None, allow_device_mismatch: bool, debug: bool) -> None:
+def gate_cmd(ctx: click.Context, files: tuple[str, ...], baseline: str | None, candidate: str | None,
+             threshold: float | None, noise_floor_ms: float | None, gate_file: str | None,
+             baseline_runtime: str | None, candidate_runtime: str | None, inconclusive: str,
+             summary: str | None, junit: str | None, allow_device_mismatch: bool, fmt: str,
+             debug: bool) -> None:
     """Judge CANDIDATE against BASELINE: PASS, REGRESSION or INCONCLUSIVE.
+
+    The files: BASELINE CANDIDATE as arguments, or --baseline/--candidate (as compare takes
+    them); the baseline may be left out with --baseline-runtime.
 
     \b
     Per benchmark, the allowance is the threshold, or the noise floor where that is larger:
@@ -640,6 +724,9 @@ def gate_cmd(ctx: click.Context, baseline: str | None, candidate: str, threshold
     from halbench.reports import gate
 
     try:  # an output that cannot be written, or would destroy an input: refused, nothing written
+        baseline, candidate = _two_files("gate", files, baseline, candidate)
+        if candidate is None:
+            raise BadOption("gate needs CANDIDATE (the second argument, or --candidate)")
         for path, what in ((summary, "summary"), (junit, "JUnit file")):
             if path:
                 check_output(path, *filter(None, (baseline, candidate)), what=what)
@@ -652,12 +739,13 @@ def gate_cmd(ctx: click.Context, baseline: str | None, candidate: str, threshold
                             "within the candidate")
         report = _gate_report(baseline, candidate, threshold, noise_floor_ms, gate_file,
                               allow_device_mismatch, inconclusive, (baseline_runtime, candidate_runtime))
-        _write_gate_outputs(report, summary, junit)
+        _write_gate_outputs(report, summary, junit, fmt=fmt)
     except (BadOption, HalbenchError) as e:  # an option the input cannot satisfy, a full disk: exit 2
         click.echo(f"halbench gate: error: {e}", err=True)
         with contextlib.suppress(Exception):
-            _write_gate_outputs(gate.unusable_report(str(e), baseline=baseline or candidate,
-                                                     candidate=candidate), summary, junit, echo=False)
+            _write_gate_outputs(gate.unusable_report(str(e), baseline=baseline or candidate or "",
+                                                     candidate=candidate or ""), summary, junit,
+                                echo=fmt == "json", fmt=fmt)
         ctx.exit(gate.EXIT_UNUSABLE)
     except Exception as e:  # a gate that crashes must not read as "regression" (exit 1)
         if debug or ctx.meta.get("halbench.debug"):
@@ -667,8 +755,8 @@ def gate_cmd(ctx: click.Context, baseline: str | None, candidate: str, threshold
                    f"the traceback)", err=True)
         with contextlib.suppress(Exception):  # the one-line message above is what matters
             _write_gate_outputs(gate.unusable_report(f"internal error: {type(e).__name__}: {e}",
-                                                     baseline=baseline, candidate=candidate),
-                                summary, junit, echo=False)
+                                                     baseline=baseline or "", candidate=candidate or ""),
+                                summary, junit, echo=fmt == "json", fmt=fmt)
         ctx.exit(gate.EXIT_UNUSABLE)
     ctx.exit(report.exit_code)
 
@@ -696,15 +784,18 @@ def _gate_report(baseline: str | None, candidate: str, threshold: float | None,
                                     inconclusive=inconclusive)
 
 
-def _write_gate_outputs(report, summary: str | None, junit: str | None, echo: bool = True) -> None:
-    """The text, the appended Markdown summary and the JUnit file, each written atomically."""
+def _write_gate_outputs(report, summary: str | None, junit: str | None, echo: bool = True,
+                        fmt: str = "text") -> None:
+    """The printed report (text, Markdown or JSON), the appended Markdown summary and the JUnit
+    file, each written atomically."""
     from pathlib import Path
 
     from halbench.files import atomic_write
     from halbench.reports import gate
 
     if echo:
-        click.echo(gate.render_text(report))
+        render = {"text": gate.render_text, "markdown": gate.render_markdown, "json": gate.render_json}
+        click.echo(render[fmt](report))
     if summary:  # appended (CI step summaries accumulate): the old text plus this, replaced atomically
         old = Path(summary).read_text(encoding="utf-8") if Path(summary).exists() else ""
         atomic_write(summary, old + gate.render_markdown(report), "summary")
@@ -716,13 +807,18 @@ def _write_gate_outputs(report, summary: str | None, junit: str | None, echo: bo
 @click.argument("results", nargs=-1, required=True, type=RESULTS_FILE)
 @click.option("-o", "--output", default="report.html", show_default=True, type=click.Path(dir_okay=False),
               help="The HTML file to write.")
-def report_cmd(results: tuple[str, ...], output: str) -> None:
-    """Write one self-contained HTML report (opens offline) from one or more results files."""
+@FORMAT
+def report_cmd(results: tuple[str, ...], output: str, fmt: str) -> None:
+    """Write one self-contained HTML report (opens offline) from one or more results files;
+    with two, a comparison section gives each pair the verdict `compare` gives it."""
     from halbench.files import check_output
     from halbench.reports.report import write_report
 
     check_output(output, *results, what="report")
     path = write_report(list(results), output)
+    if fmt == "json":
+        click.echo(json.dumps({"output": str(path), "bytes": path.stat().st_size, "results": list(results)}))
+        return
     click.echo(f"wrote {path} ({path.stat().st_size / 1e3:,.0f} kB)")
 
 
@@ -731,7 +827,8 @@ def report_cmd(results: tuple[str, ...], output: str) -> None:
 @click.option("--benchmark", default=None, help="Only the benchmark of this name.")
 @click.option("-o", "--output", default="trace.json", show_default=True, type=click.Path(dir_okay=False),
               help="The Chrome trace-event JSON file to write (open in ui.perfetto.dev).")
-def trace_cmd(results: str, benchmark: str | None, output: str) -> None:
+@FORMAT
+def trace_cmd(results: str, benchmark: str | None, output: str, fmt: str) -> None:
     """Export stored dispatch timings as a Chrome / Perfetto trace: one track per device queue."""
     from halbench.bench.results import read_results
     from halbench.files import atomic_write, check_output
@@ -741,4 +838,73 @@ def trace_cmd(results: str, benchmark: str | None, output: str) -> None:
     trace = to_trace_events(read_results(results), benchmark)
     atomic_write(output, json.dumps(trace), "trace")
     slices = sum(1 for e in trace["traceEvents"] if e.get("cat") == "dispatch")
+    if fmt == "json":
+        click.echo(json.dumps({"output": output, "dispatch_slices": slices}))
+        return
     click.echo(f"wrote {output} ({slices} dispatch slices)")
+
+
+# -- exit codes: every command's --help ends with its own; README's table is this one ----------
+
+_USAGE = (2, "a bad option or argument (click's usage error)")
+_BUG = [(3, "a bug in halbench (one line; --debug shows the traceback)"), (130, "interrupted")]
+_LISTING = [(0, "listed (an unavailable driver is listed with its reason, not an error)"),
+            (1, "an unknown or unavailable driver or device (one line on stderr)"), _USAGE]
+EXIT_CODES: dict[str, list[tuple[int, str]]] = {
+    "list-peers": [(0, "listed"), _USAGE],
+    "list-drivers": [(0, "listed (an unavailable driver is listed with its reason)"), _USAGE],
+    "list-devices": _LISTING,
+    "dump-devices": _LISTING,
+    "list-targets": [(0, "listed"), _USAGE],
+    "list-ops": [(0, "listed"), _USAGE],
+    "check": [(0, "every node compiles"), (1, "some node cannot, or the model is unreadable"), _USAGE],
+    "compile": [(0, "the bundle is written"), (1, ("the model is unreadable or does not compile "
+                                                 "(nothing is written)")), _USAGE],
+    "run-module": [(0, "ran (and every --expected_output matched)"),
+                   (1, "an error, or a result that differs from --expected_output"), _USAGE],
+    "run-suite": [(0, ("every benchmark ran and was correct (one skipped for a missing device or "
+                      "feature does not count)")),
+                  (1, "a benchmark errored or computed a wrong result, or a device named explicitly is "
+                      "not here (the others are still written)"),
+                  (2, "the suite is unusable or selects nothing (nothing is written)")],
+    "compare": [(0, "compared, whatever the verdicts (compare informs; the gate decides)"),
+                (1, "an unreadable or invalid results or gate file"),
+                (2, "a bad option, or files given both as arguments and as --baseline/--candidate")],
+    "gate": [(0, "PASS (also INCONCLUSIVE with --inconclusive=pass)"),
+             (1, "REGRESSION (also INCONCLUSIVE with --inconclusive=fail)"),
+             (2, ("unusable input: unreadable files, an invalid gate file, missing benchmarks, "
+                 "mismatched devices, an untimed benchmark, or an internal error")),
+             (3, "INCONCLUSIVE (the default --inconclusive=report)")],
+    "report": [(0, "the report is written"), (1, "an unreadable or invalid results file"), _USAGE],
+    "trace": [(0, "the trace is written"), (1, ("an unreadable results file, or no stored dispatch "
+                                               "timings")), _USAGE],
+}
+#: A command added without an entry gets the codes every command shares.
+DEFAULT_EXIT_CODES = [(0, "success"), (1, "an error (one line on stderr)"), _USAGE]
+
+
+def exit_codes(name: str) -> list[tuple[int, str]]:
+    """A command's exit codes, the shared ones (a bug, an interrupt) included; the gate turns
+    its own internal errors into 2, so a crash never reads as a regression."""
+    codes = EXIT_CODES.get(name, DEFAULT_EXIT_CODES)
+    return codes if name == "gate" else codes + [c for c in _BUG if c[0] not in {k for k, _ in codes}]
+
+
+def _document_exit_codes(name: str, cmd: click.Command) -> None:
+    """End the command's --help with its exit codes (once; those that list them already keep theirs)."""
+    if getattr(cmd, "_halbench_exit_codes", False):
+        return
+    cmd._halbench_exit_codes = True  # type: ignore[attr-defined]
+    import inspect
+    import re
+
+    help_text = inspect.cleandoc(cmd.help or "")  # dedented first: the lines added are not indented
+    codes, title = exit_codes(name), "Exit codes:"
+    if "Exit codes" in help_text:  # the docstring lists its own: add only those it leaves out
+        own = help_text.split("Exit codes", 1)[1]
+        codes = [(c, w) for c, w in codes if not re.search(rf"(?<![\w.]){c}(?![\w.%])", own)]
+        title = "Also:"
+    if codes:
+        lines = "\n".join(f"  {code:<3}  {what}" for code, what in codes)
+        cmd.help = help_text.rstrip() + f"\n\n\b\n{title}\n" + lines
+

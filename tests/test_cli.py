@@ -123,3 +123,134 @@ def test_real_subprocess() -> None:
     assert "# Driver: vulkan" in p.stdout and "# Driver: local-sync" in p.stdout
     p = subprocess.run([*cmd, "dump-devices", "nosuch"], capture_output=True, text=True, timeout=120)
     assert p.returncode == 1 and p.stderr.count("\n") == 1
+
+
+# -- one CLI: --format json everywhere, one naming scheme, exit codes in every --help ----------
+
+def _commands() -> list[str]:
+    import click
+
+    return sorted(main.list_commands(click.Context(main)))
+
+
+def test_every_command_takes_format_json_and_lists_its_exit_codes() -> None:
+    from halbench.cli import exit_codes
+
+    assert len(_commands()) >= 14
+    for name in _commands():
+        r = run(name, "--help")
+        assert r.exit_code == 0, r.output
+        assert "--format" in r.output and "json" in r.output, f"{name} has no --format json"
+        assert "Exit codes" in r.output, f"{name}'s --help has no exit codes"
+        text = " ".join(r.output.split())
+        for code, _ in exit_codes(name):
+            if code != 130:
+                assert f"{code} " in text.split("Exit codes", 1)[1], f"{name}: exit code {code} missing"
+
+
+def test_readme_exit_code_table_is_the_cli_table() -> None:
+    from halbench.cli import exit_codes
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    for name in _commands():
+        row = next((line for line in readme.splitlines() if line.startswith(f"| `{name}` |")), None)
+        assert row is not None, f"README's exit code table has no row for {name}"
+        cells = [c.strip().replace("\\|", "|") for c in row.strip("|").split(" | ")]
+        codes = dict(exit_codes(name))
+        assert cells[1:5] == [codes.get(c, "–") for c in (0, 1, 2, 3)], name
+
+
+@pytest.fixture(scope="module")
+def two_results(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    from halbench.bench.results import write_results
+    from tests.reports.make_results import make_results
+
+    d = tmp_path_factory.mktemp("two")
+    base = write_results(d / "base.json", make_results(seed=1, repetitions=3))
+    new = write_results(d / "new.json", make_results(seed=2, repetitions=3, slowdown={"resnet50/b1": 2.0}))
+    return str(base), str(new)
+
+
+def test_compare_and_gate_take_both_spellings(two_results: tuple[str, str]) -> None:
+    base, new = two_results
+    positional = run("compare", base, new, "--format", "json")
+    named = run("compare", "--baseline", base, "--candidate", new, "--format", "json")
+    short = run("compare", "--base", base, "--new", new, "--format", "json")
+    assert positional.exit_code == named.exit_code == short.exit_code == 0, positional.output + named.output
+    assert json.loads(positional.stdout) == json.loads(named.stdout) == json.loads(short.stdout)
+    g_named = run("gate", "--baseline", base, "--candidate", new, "--format", "json")
+    g_positional = run("gate", base, new, "--format", "json")
+    assert g_named.exit_code == g_positional.exit_code == 1  # resnet50 twice as slow: REGRESSION
+    a, b = json.loads(g_named.stdout), json.loads(g_positional.stdout)
+    assert a == b and a["answer"] == "REGRESSION" and a["exit_code"] == 1
+    assert any(o["result"] == "regression" and o["name"] == "resnet50/b1" and o["decision"]["p_value"] is not None
+               for o in a["outcomes"])
+    # The verdicts of compare's JSON and the gate's JSON are one decision.
+    verdicts = {(r["name"], r["device"]): r["verdict"] for r in json.loads(positional.stdout)["rows"]}
+    results = {(o["name"], o["device"]): o["result"] for o in a["outcomes"]}
+    to_gate = {"slower": "regression", "same": "pass", "faster": "pass", "inconclusive": "inconclusive"}
+    assert {k: to_gate[v] for k, v in verdicts.items() if v in to_gate} == \
+        {k: v for k, v in results.items() if k in verdicts and verdicts[k] in to_gate}
+
+
+@pytest.mark.parametrize("cmd", ["compare", "gate"])
+def test_files_given_twice_are_refused_in_one_line(two_results: tuple[str, str], cmd: str) -> None:
+    base, new = two_results
+    r = run(cmd, base, new, "--baseline", base)
+    assert r.exit_code == 2
+    err = r.stderr.strip()
+    assert "\n" not in err and "not both" in err and "Traceback" not in err
+
+
+def test_gate_json_when_the_input_is_unusable(two_results: tuple[str, str], tmp_path: Path) -> None:
+    base, _ = two_results
+    r = run("gate", base, str(tmp_path / "missing.json"), "--format", "json")
+    assert r.exit_code == 2
+    doc = json.loads(r.stdout)
+    assert doc["answer"] == "UNUSABLE" and doc["problems"]
+
+
+def test_report_and_trace_format_json(two_results: tuple[str, str], tmp_path: Path) -> None:
+    base, new = two_results
+    out = tmp_path / "r.html"
+    r = run("report", base, new, "-o", str(out), "--format", "json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["output"] == str(out) and doc["bytes"] == out.stat().st_size
+    t = run("trace", base, "-o", str(tmp_path / "t.json"), "--format", "json")
+    assert t.exit_code == 0, t.output
+    assert json.loads(t.stdout)["dispatch_slices"] > 0
+
+
+def test_run_module_format_json(tmp_path: Path) -> None:
+    import numpy as np
+
+    import tests.hal.kernels_local  # noqa: F401  (registers the test.* kernels in this process)
+    from tests.runtime import bundles as B
+
+    hbx = tmp_path / "m.hbx"
+    B.build(hbx)
+    x = B.x_input()
+    np.save(tmp_path / "x.npy", x)
+    r = run("run-module", "--device=local-sync://", f"--module={hbx}", "--function=affine",
+            f"--input=@{tmp_path}/x.npy", "--format", "json", "--print-max-element-count", "100000")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["function"] == "affine" and doc["device"] == "local-sync://0"
+    for got, want in zip(doc["results"], B.expected_affine(x)):
+        assert got["shape"] == list(want.shape) and not got["elided"]
+        np.testing.assert_array_equal(np.array(got["values"], dtype=want.dtype).reshape(want.shape), want)
+    short = run("run-module", "--device=local-sync://", f"--module={hbx}", "--function=affine",
+                f"--input=@{tmp_path}/x.npy", "--format", "json", "--print-max-element-count", "3")
+    first = json.loads(short.stdout)["results"][0]
+    assert first["elided"] and len(first["values"]) == 3
+
+
+def test_run_suite_format_json(tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    r = run("run-suite", "smoke", "-o", str(out), "--device", "local-sync://0", "--only",
+            "peak/latency/dispatch", "--no-progress", "--format", "json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["output"] == str(out) and doc["counts"] == {"ok": 1} and doc["suite"] == "smoke"
+    assert isinstance(doc["warnings"], list)

@@ -198,7 +198,8 @@ def prepare_model(spec: BenchmarkSpec, device: Any) -> Iterator[PreparedModel]:
         pm = PreparedModel(params=p, format=",".join(sorted(exe_formats)), compile_stats=stats,
                            module=module, inputs=inputs, reference=reference, independent=ctx.reference,
                            independent_name=ctx.reference_name, reference_note=ctx.reference_note)
-        pm.dispatch_infos = [{"name": s.name, "flops": s.flops, "bytes": s.bytes} for s in f.dispatches]
+        pm.dispatch_infos = [{"name": s.name, "flops": s.flops, "bytes": s.bytes, "nodes": s.nodes}
+                            for s in f.dispatches]
         pm.flops = float(sum(s.flops or 0 for s in f.dispatches))
         pm.bytes = float(sum(s.bytes or 0 for s in f.dispatches))
         pm.items_per_run = int(p.get("batch", 1))

@@ -112,6 +112,8 @@ class DispatchModel(_Open):
     flops: Number | None = None
     bytes: Number | None = None
     device_ms: DispatchTimes
+    #: the ONNX nodes the dispatch computes, when the bundle names them
+    nodes: Annotated[list[Annotated[str, Field(max_length=256)]], Field(max_length=4096)] | None = None
     trace: Trace | None = None
 
 

@@ -38,7 +38,6 @@ from halbench.bench.schema import (
     Samples,
     Timing,
 )
-from halbench.bench.stats import Stats, noisy_warning
 from halbench.bench.suite import BenchmarkSpec, Settings, Suite
 from halbench.errors import DeviceLost, HalbenchError, NothingToDo
 
@@ -80,7 +79,8 @@ def dispatch_stats(profiles: list[Any], infos: list[dict[str, Any]]) -> tuple[Di
             i, info.get("name", last.entry), info.get("flops"), info.get("bytes"),
             {"median": float(np.median(ms)), "p10": float(np.percentile(ms, 10)),
              "p90": float(np.percentile(ms, 90)), "mean": float(ms.mean()), "count": int(ms.size)},
-            {"start_ns": int(last.start_ns), "end_ns": int(last.end_ns)}))
+            {"start_ns": int(last.start_ns), "end_ns": int(last.end_ns)},
+            tuple(info.get("nodes") or ())))
     return tuple(out)
 
 
@@ -350,23 +350,9 @@ def _run_model(spec: BenchmarkSpec, dev: Any, prepare: Callable) -> BenchmarkRes
 
 
 def _warnings(benchmarks: tuple[BenchmarkResult, ...]) -> list[str]:
-    out = []
-    for b in benchmarks:
-        where = f"{b.name} @ {b.device}"
-        dm = b.samples.device_ms
-        if len(dm) >= 3 and noisy_warning(Stats(list(dm))):
-            out.append(f"{where}: {noisy_warning(Stats(list(dm)))}")
-        t = b.timing
-        if t and t.total_source == "timestamps" and not t.calibrated:
-            out.append(f"{where}: device timestamps uncalibrated (durations exact, absolute times not)")
-        env = b.environment
-        reasons = set((env.get("before") or {}).get("throttle_reasons", []) +
-                      (env.get("after") or {}).get("throttle_reasons", [])) - {"gpu_idle"}
-        if reasons:
-            out.append(f"{where}: clocks throttled ({', '.join(sorted(reasons))})")
-        if b.status in ("error", "wrong"):
-            out.append(f"{where}: {b.status}: {b.error}")
-    return out
+    from halbench.bench.run_warnings import entry_warnings
+
+    return entry_warnings(b.to_dict() for b in benchmarks)
 
 
 def _jsonable(v: Any) -> Any:

@@ -118,9 +118,13 @@ class DispatchStat:
     bytes: float | None
     device_ms: Mapping[str, float]  # median, p10, p90, mean, count
     trace: Mapping[str, int]  # start_ns, end_ns of the last sample
+    nodes: tuple[str, ...] = ()  # the ONNX nodes the dispatch computes (bundle manifest)
 
     def to_dict(self) -> dict[str, Any]:
-        return _plain(self.__dict__)
+        d = _plain(self.__dict__)
+        if not self.nodes:
+            d.pop("nodes")
+        return d
 
 
 @dataclass(frozen=True)
@@ -215,5 +219,5 @@ def result_from_dict(d: Mapping[str, Any]) -> BenchmarkResult:
         Samples(tuple(s.get("device_ms") or ()), tuple(s.get("host_ms") or ()),
                 tuple(s["blocks"]) if s.get("blocks") is not None else None),
         Metrics(**m) if m else None,
-        tuple(DispatchStat(**x) for x in d.get("dispatches") or ()),
+        tuple(DispatchStat(**{**x, "nodes": tuple(x.get("nodes") or ())}) for x in d.get("dispatches") or ()),
         dict(d.get("environment") or {}), d.get("runtime") or HALBENCH, dict(d.get("runtime_info") or {}))

@@ -175,6 +175,7 @@ class DispatchStep:
     #: per binding, how many bytes from the range's start the kernel may touch; ``check.py``
     #: refuses a binding range shorter than that (None: a bundle written before it was recorded)
     min_bytes: tuple[int, ...] | None = None
+    nodes: tuple[str, ...] = ()  # the source (ONNX) nodes this dispatch computes, when known
     kind: str = field(default="dispatch", init=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -182,6 +183,8 @@ class DispatchStep:
              "bindings": [b.to_dict() for b in self.bindings], "flops": self.flops, "bytes": self.bytes}
         if self.min_bytes is not None:
             d["min_bytes"] = list(self.min_bytes)
+        if self.nodes:
+            d["nodes"] = list(self.nodes)
         return d
 
 
@@ -342,7 +345,8 @@ def _tensor(t: Any) -> TensorSpec:
 def _step(s: Any) -> Step:
     if s.kind == "dispatch":
         return DispatchStep(s.executable, tuple(BufferRange(r.buffer, r.offset, r.length) for r in s.bindings),
-                            s.name, s.flops, s.bytes, None if s.min_bytes is None else tuple(s.min_bytes))
+                            s.name, s.flops, s.bytes, None if s.min_bytes is None else tuple(s.min_bytes),
+                            tuple(s.nodes))
     if s.kind == "copy":
         return CopyStep(BufferRange(s.src.buffer, s.src.offset), BufferRange(s.dst.buffer, s.dst.offset), s.nbytes)
     if s.kind == "fill":

@@ -25,6 +25,8 @@ MAX_BUFFER_BYTES = 1 << 40
 #: Caps on counts: far beyond any real model, small enough that a hostile manifest cannot make
 #: the reader build millions of objects (the manifest itself is capped at 64 MiB by archive.py).
 _MAX_ITEMS = 1_000_000
+#: the source nodes one dispatch may name
+MAX_NODE_NAMES = 4096
 _MAX_RANK = 32
 
 Id = Annotated[int, Field(ge=0, lt=1 << 31)]
@@ -156,6 +158,8 @@ class DispatchDoc(_Strict):
     min_bytes: Annotated[list[Bytes], Field(max_length=4096)] | None = None
     flops: Annotated[int, Field(ge=0)] = 0
     bytes: Annotated[int, Field(ge=0)] = 0
+    #: the source (ONNX) nodes the dispatch computes, when the compiler knew them
+    nodes: Annotated[list[Annotated[str, Field(max_length=256)]], Field(max_length=MAX_NODE_NAMES)] = []
 
     @model_validator(mode="after")
     def _one_size_per_binding(self) -> DispatchDoc:

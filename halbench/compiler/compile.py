@@ -360,7 +360,8 @@ def _schedule(g: Graph, options: CompileOptions, executables: list[ExecutableDec
         n_values = len(d.inputs) + len(d.outputs)
         touched = tuple(r.length if k < n_values or r.buffer == ids.get("scratch") else 8
                         for k, r in enumerate(binds))
-        steps.append(DispatchStep(i, tuple(binds), d.attrs["name"], flops, nbytes, touched))
+        steps.append(DispatchStep(i, tuple(binds), d.attrs["name"], flops, nbytes, touched,
+                                  tuple(d.attrs.get("nodes") or ())))
     copies = []
     for spec, (user, v) in zip(outputs, g.outputs):
         bid, off = where(v)

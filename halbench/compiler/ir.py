@@ -17,6 +17,7 @@ kernels receive.
 from __future__ import annotations
 
 import copy
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +37,8 @@ __all__ = [
     "TensorType",
     "Weight",
     "is_identity",
+    "merge_locs",
+    "node_names",
 ]
 
 MapResult = tuple[str, int]
@@ -210,3 +213,25 @@ class Graph:
 
 def is_identity(m: IndexMap | None, rank: int) -> bool:
     return m is not None and len(m) == rank and all(r == ("d", i) for i, r in enumerate(m))
+
+
+# A quoted name not followed by ":line" (that is a file location, from an MLIR source).
+_QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"(?!:\d)')
+
+
+def node_names(loc: str) -> list[str]:
+    """The source (ONNX node) names in an op's location: the ONNX importer names each op's
+    location after its node, lowering keeps it (``"conv_Conv"``, or ``fused["a", "b"]``)."""
+    out: list[str] = []
+    for name in _QUOTED.findall(loc or ""):
+        if name and name not in out and not name.startswith("onnx_importer."):
+            out.append(name)
+    return out
+
+
+def merge_locs(*locs: str) -> str:
+    """One location naming every source node of ops fused into one, in order, each once."""
+    names: list[str] = []
+    for loc in locs:
+        names += [n for n in node_names(loc) if n not in names]
+    return ", ".join('"' + n.replace("\\", "\\\\").replace('"', '\\"') + '"' for n in names)

@@ -58,6 +58,22 @@ def _svg(fig, salt: str) -> str:
                   r'<svg\1 class="chart" preserveAspectRatio="xMinYMin meet"', text, count=1)
 
 
+def _plain_log_axis(axis, lo: float, hi: float) -> None:
+    """Log-scale ticks as plain decimals (0.2, 0.5, 1, 2, 5), never 3×10⁻¹: majors at 1-2-5 of
+    each decade (only 1s when the range spans many decades, so labels never overlap), minors
+    unlabelled."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    from halbench.reports.units import fmt_tick
+
+    decades = math.log10(hi / lo) if lo > 0 and hi > lo else 1.0
+    subs = (1.0, 2.0, 5.0) if decades <= 2.5 else (1.0, 3.0) if decades <= 4 else (1.0,)
+    axis.set_major_locator(LogLocator(base=10, subs=subs))
+    axis.set_major_formatter(FuncFormatter(lambda v, _: fmt_tick(v)))
+    axis.set_minor_locator(LogLocator(base=10, subs=[s for s in range(2, 10) if s not in subs]))
+    axis.set_minor_formatter(NullFormatter())
+
+
 def _style(ax) -> None:
     ax.spines[["top", "right"]].set_visible(False)
     ax.grid(True, which="major", color="#e5e5e5", linewidth=0.6)
@@ -86,6 +102,12 @@ def latency_chart(models: Sequence[str], series: Sequence[Series], salt: str = "
     ax.set_yticks(range(n), models)
     ax.invert_yaxis()
     ax.set_xscale("log")
+    lows = [p[1] for s in series for p in s.points if p]
+    highs = [p[2] for s in series for p in s.points if p]
+    if lows and highs and min(lows) > 0:
+        # A little room either side; the axis ends at whole ticks' neighbours, not mid-label.
+        ax.set_xlim(min(lows) / 1.25, max(highs) * 1.25)
+        _plain_log_axis(ax.xaxis, min(lows) / 1.25, max(highs) * 1.25)
     ax.set_xlabel("latency per run, ms (median, bar p10-p90; log scale)")
     _style(ax)
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12 - 0.6 / (n + 2)), ncol=min(3, len(series)),
@@ -94,10 +116,12 @@ def latency_chart(models: Sequence[str], series: Sequence[Series], salt: str = "
 
 
 def roofline_chart(title: str, points: dict[str, list[tuple[float, float]]],
-                   ceilings: Sequence[Ceiling], salt: str) -> str:
+                   ceilings: Sequence[Ceiling], salt: str,
+                   flagged: Sequence[tuple[float, float]] = ()) -> str:
     """Achieved GFLOP/s against arithmetic intensity (flop/byte), log-log, under the roofs.
 
-    ``points``: label (a model) -> [(intensity, GFLOP/s)] of its dispatches.
+    ``points``: label (a model) -> [(intensity, GFLOP/s)] of its dispatches. ``flagged``: points
+    above the measured ceiling, ringed in red.
     """
     _, plt = _plt()
     fig, ax = plt.subplots(figsize=(7.5, 4.6))
@@ -124,29 +148,43 @@ def roofline_chart(title: str, points: dict[str, list[tuple[float, float]]],
                     xytext=(2, 6) if c.measured else (6, -10), textcoords="offset points",
                     color="#333" if c.measured else "#777")
     best_slope = max((c.gb_s for c in slopes), default=None)
-    for c in roofs:
+    y_top = max(ys + [c.gflop_s for c in roofs] + [1.0]) * 3
+    y_bot = min(ys + [y_top / 1e5]) / 3
+    # Roof labels sit right of the plot, each at least a text line above the one below, so close
+    # roofs (fma/f16 beside fma/f32, measured beside published) never print over each other or
+    # over a line.
+    per_decade = 250.0 / max(math.log10(y_top / y_bot), 1.0)  # points per decade of the y axis
+    last = -math.inf
+    for c in sorted(roofs, key=lambda c: c.gflop_s):
         start = c.gflop_s / best_slope if best_slope else x_lo
         style = "-" if c.measured else "--"
         ax.plot([start, x_hi], [c.gflop_s, c.gflop_s], style, color="#333" if c.measured else "#999",
                 linewidth=1.2)
-        # Measured roofs are labelled at the right end, published ones where they start (left).
-        ax.annotate(f"{c.label}: {c.gflop_s:,.0f} GFLOP/s", (x_hi if c.measured else start, c.gflop_s),
-                    fontsize=7, ha="right" if c.measured else "left", xytext=(-2, 3),
-                    textcoords="offset points", color="#333" if c.measured else "#777")
+        natural = math.log10(c.gflop_s) * per_decade
+        placed = max(natural, last + 8.5)
+        last = placed
+        ax.annotate(f"{'published ' if not c.measured and not c.label.startswith('published') else ''}"
+                    f"{c.label}: {c.gflop_s:,.0f} GFLOP/s", (x_hi, c.gflop_s), fontsize=7, ha="left",
+                    va="center", xytext=(4, placed - natural), textcoords="offset points",
+                    annotation_clip=False, color="#333" if c.measured else "#777")
     for i, (label, pts) in enumerate(points.items()):
         if pts:
             ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=12, alpha=0.75,
                        color=PALETTE[i % len(PALETTE)], label=label, linewidths=0)
+    if flagged:
+        ax.scatter([p[0] for p in flagged], [p[1] for p in flagged], s=60, facecolors="none",
+                   edgecolors="#cf222e", linewidths=1.2,
+                   label=f"above the measured ceiling ({len(flagged)})")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(x_lo, x_hi)
-    y_top = max(ys + [c.gflop_s for c in roofs] + [1.0]) * 3
-    y_bot = min(ys + [y_top / 1e5]) / 3
     ax.set_ylim(y_bot, y_top)
     ax.set_xlabel("arithmetic intensity, FLOP/byte")
     ax.set_ylabel("achieved GFLOP/s")
     ax.set_title(title, fontsize=10, loc="left")
     _style(ax)
+    _plain_log_axis(ax.xaxis, x_lo, x_hi)
+    _plain_log_axis(ax.yaxis, y_bot, y_top)
     if points:
         ax.legend(fontsize=7, frameon=False, loc="lower right", markerscale=1.5)
     return _svg(fig, salt)

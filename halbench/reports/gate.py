@@ -44,6 +44,7 @@ __all__ = [
     "INCONCLUSIVE_MODES",
     "GateReport",
     "Outcome",
+    "render_json",
     "render_junit",
     "render_markdown",
     "render_text",
@@ -296,6 +297,26 @@ def render_text(r: GateReport) -> str:
     out += [f"problem: {p}" for p in r.problems]
     out.append(f"gate: {r.headline}")
     return "\n".join(out)
+
+
+def render_json(r: GateReport) -> str:
+    """The whole report as strict JSON (null, never NaN): answer, exit code, every outcome with
+    its decision, and the settings, warnings and problems, for CI scripts that parse it."""
+    import json
+    from dataclasses import asdict
+
+    from halbench.reports.compare import strict_json
+
+    doc = {"answer": r.answer, "exit_code": r.exit_code, "headline": r.headline,
+           "baseline": r.baseline, "candidate": r.candidate,
+           "baseline_runtime": r.baseline_runtime, "candidate_runtime": r.candidate_runtime,
+           "inconclusive_mode": r.inconclusive_mode, "settings": r.settings.to_dict(),
+           "outcomes": [{"name": o.name, "device": o.device, "runtime": o.runtime, "result": o.result,
+                         "reason": o.reason, "statistic": o.statistic, "limits": asdict(o.limits),
+                         "decision": o.decision.to_dict() if o.decision else None}
+                        for o in r.outcomes],
+           "warnings": list(r.warnings), "notes": list(r.notes), "problems": list(r.problems)}
+    return json.dumps(strict_json(doc), indent=2, allow_nan=False)
 
 
 _ICON = {"pass": "✅", "regression": "❌", "inconclusive": "❔", "new": "🆕", "skipped": "⏭️",

@@ -15,6 +15,7 @@ from halbench import __version__
 from halbench.bench.results import read_results
 from halbench.reports import charts
 from halbench.reports.report_data import build_context
+from halbench.reports.units import fmt_ms, fmt_num
 
 __all__ = ["render_report", "write_report"]
 
@@ -39,7 +40,9 @@ def _charts(ctx: dict[str, Any]) -> None:
                                             chart["runtimes"], values, colors, salt=f"runtimes{i}")
     for i, roof in enumerate(ctx["rooflines"]):
         ceilings = [charts.Ceiling(**c) for c in roof["ceilings"]]
-        roof["svg"] = charts.roofline_chart(roof["title"], roof["points"], ceilings, salt=f"roof{i}")
+        flagged = [(a["x"], a["y"]) for a in roof["above"]]
+        roof["svg"] = charts.roofline_chart(roof["title"], roof["points"], ceilings, salt=f"roof{i}",
+                                            flagged=flagged)
 
 
 def render_report(paths: list[str | os.PathLike]) -> str:
@@ -56,8 +59,8 @@ def render_report(paths: list[str | os.PathLike]) -> str:
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("halbench.reports", "templates"),
         autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    env.filters["ms"] = _fmt_ms
-    env.filters["num"] = _fmt_num
+    env.filters["ms"] = fmt_ms
+    env.filters["num"] = fmt_num
     return env.get_template("report.html.j2").render(**ctx, halbench_version=__version__)
 
 
@@ -67,26 +70,3 @@ def write_report(paths: list[str | os.PathLike], out: str | os.PathLike) -> Path
     from halbench.files import atomic_write
 
     return atomic_write(out, html, "report")
-
-
-def _fmt_ms(value: float | None) -> str:
-    if value is None:
-        return "–"
-    if value >= 100:
-        return f"{value:,.1f}"
-    if value >= 1:
-        return f"{value:.2f}"
-    if value >= 0.01:
-        return f"{value:.3f}"
-    return f"{value:.4f}"
-
-
-def _fmt_num(value: float | None, digits: int = 3) -> str:
-    """A rate in 3 significant digits with thousands separators: 2,565 / 43.1 / 0.0712."""
-    if value is None:
-        return "–"
-    if value == 0:
-        return "0"
-    if abs(value) >= 10 ** digits:
-        return f"{value:,.0f}"
-    return f"{value:.{digits}g}"

@@ -2,7 +2,8 @@
 
 One process per device, one thread (track) per device queue; each benchmark run is an enclosing
 slice and each dispatch a nested slice at its calibrated host time (CLOCK_MONOTONIC, so tracks of
-different devices line up), with flops, bytes and achieved rates in ``args``.
+different devices line up), with flops, bytes, achieved rates and the ONNX nodes it computes in ``args``; a dispatch's
+slice is named by its kind and those nodes (``conv+elementwise · conv_Conv, relu_Relu``).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from halbench.bench.results import ResultsError
+from halbench.reports.units import dispatch_label
 
 __all__ = ["to_trace_events"]
 
@@ -50,11 +52,13 @@ def to_trace_events(doc: dict[str, Any], benchmark: str | None = None) -> dict[s
                 args: dict[str, Any] = {"benchmark": b["name"], "index": d["index"],
                                         "flops": d.get("flops"), "bytes": d.get("bytes"),
                                         "median_ms": d["device_ms"]["median"]}
+                if d.get("nodes"):
+                    args["onnx_nodes"] = list(d["nodes"])
                 if dur_ns > 0 and d.get("bytes"):
                     args["achieved_gb_s"] = round(d["bytes"] / dur_ns, 3)
                 if dur_ns > 0 and d.get("flops"):
                     args["achieved_gflop_s"] = round(d["flops"] / dur_ns, 3)
-                events.append({"name": d["name"], "cat": "dispatch", "ph": "X", "pid": pid,
+                events.append({"name": dispatch_label(d["name"], d.get("nodes")), "cat": "dispatch", "ph": "X", "pid": pid,
                                "tid": queue, "ts": t["start_ns"] / 1e3, "dur": dur_ns / 1e3,
                                "args": args})
     if not events:

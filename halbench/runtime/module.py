@@ -160,7 +160,7 @@ class Module:
             exe_decl = self.bundle.manifest.executable(s.executable)
             v = self.variant(s.executable)
             out.append(DispatchInfo(i, s.name or exe_decl.name or v.entry.name, s.executable,
-                                    v.entry.name, v.format, s.flops, s.bytes))
+                                    v.entry.name, v.format, s.flops, s.bytes, s.nodes))
         return tuple(out)
 
     def _check_status(self, f: Function) -> None:

@@ -23,10 +23,12 @@ class DispatchInfo:
     format: str
     flops: int = 0
     bytes: int = 0
+    nodes: tuple[str, ...] = ()  # the source (ONNX) nodes, as the bundle's manifest names them
 
     def to_dict(self) -> dict[str, Any]:
         return {"index": self.index, "name": self.name, "executable": self.executable,
-                "entry": self.entry, "format": self.format, "flops": self.flops, "bytes": self.bytes}
+                "entry": self.entry, "format": self.format, "flops": self.flops, "bytes": self.bytes,
+                "nodes": list(self.nodes)}
 
 
 @dataclass(frozen=True)

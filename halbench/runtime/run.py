@@ -38,9 +38,10 @@ def parse_outputs(specs: Sequence[str]) -> list[str | None]:
 def run_module(device: str, module: str | os.PathLike[str], function: str | None,
                inputs: Sequence[str], outputs: Sequence[str] = (), max_elements: int = 1024,
                timeout_s: float = 60.0, *, expected: Sequence[str] = (),
-               threshold: float = 1e-4) -> tuple[str, bool]:
-    """Run one function of a bundle; return what iree-run-module would print, and whether every
-    ``expected`` result matched (IREE's ``--expected_output``; ``-`` skips a result)."""
+               threshold: float = 1e-4, fmt: str = "text") -> tuple[str, bool]:
+    """Run one function of a bundle; return what iree-run-module would print (``fmt="json"``: the
+    same as a JSON document), and whether every ``expected`` result matched (IREE's
+    ``--expected_output``; ``-`` skips a result)."""
     from halbench.drivers import create_device, select_device
 
     targets = parse_outputs(outputs)
@@ -56,20 +57,42 @@ def run_module(device: str, module: str | os.PathLike[str], function: str | None
     with create_device(info) as dev, Module.load(bundle, dev) as m:
         results = m.invoke(f.name, arrays, timeout_s=timeout_s)
     lines = [f"EXEC @{f.name}"]
+    doc: dict = {"function": f.name, "device": info.uri, "results": []}
     for i, (spec, a) in enumerate(zip(f.outputs, results)):
         path = targets[i] if i < len(targets) else None
         if path is None:
             lines.append(format_result(i, a, spec.dtype, max_elements))
+            doc["results"].append(_result_json(i, a, spec.dtype, max_elements))
         else:
             write_npy(path, a)
             lines.append(f"result[{i}]: written to {path}")
-    if not wanted:
-        return "\n".join(lines), True
+            doc["results"].append({"index": i, "shape": list(a.shape), "dtype": spec.dtype,
+                                   "written_to": path})
     failures = [m for i, w in enumerate(wanted) if w is not None
                 for m in [_mismatch(i, results[i], w, threshold)] if m]
-    lines.append(f"[FAILED] {'; '.join(failures)}" if failures
-                 else "[SUCCESS] all function outputs matched their expected values.")
+    if wanted:
+        lines.append(f"[FAILED] {'; '.join(failures)}" if failures
+                     else "[SUCCESS] all function outputs matched their expected values.")
+        doc["expected"] = {"matched": not failures, "failures": failures, "threshold": threshold}
+    if fmt == "json":
+        import json
+
+        return json.dumps(doc, indent=2, allow_nan=False), not failures
     return "\n".join(lines), not failures
+
+
+def _result_json(i: int, a: np.ndarray, dtype: str, max_elements: int) -> dict:
+    """One printed result as JSON: shape, dtype and the first ``max_elements`` values (floats as
+    numbers, NaN and infinities as the strings "nan", "inf", "-inf": JSON has none of them)."""
+    flat = a.reshape(-1)[:max_elements]
+    if np.issubdtype(flat.dtype, np.floating) or flat.dtype.kind == "V" or "bfloat16" in str(flat.dtype):
+        vals = [v if np.isfinite(v) else str(v) for v in flat.astype(np.float64).tolist()]
+    elif flat.dtype == np.bool_:
+        vals = [bool(v) for v in flat.tolist()]
+    else:
+        vals = flat.tolist()
+    return {"index": i, "shape": list(a.shape), "dtype": dtype, "values": vals,
+            "elided": int(a.size) > max_elements}
 
 
 def _mismatch(i: int, got: np.ndarray, want: np.ndarray, threshold: float) -> str | None:

@@ -1,8 +1,9 @@
 """Group ops into dispatches: one root op each, plus an element-wise epilogue where it fits.
 
 A dispatch is an op of kind ``dispatch`` whose attrs hold ``kind`` (what GPU template runs
-it), ``root`` (an Op), ``epilogue`` (a generic Op reading the root's result, or None) and
-``name``. Its inputs/outputs are the values bound to it, inputs first.
+it), ``root`` (an Op), ``epilogue`` (a generic Op reading the root's result, or None),
+``name`` and ``nodes`` (the ONNX nodes it computes, from the ops' locations). Its
+inputs/outputs are the values bound to it, inputs first.
 
 Kinds: conv, depthwise_conv, matmul, batch_matmul, pooling, elementwise, reduction,
 transpose, gather, pad, concat, slice, insert_slice. An elementwise consumer joins a
@@ -13,7 +14,7 @@ ReLU/ReLU6 and GELU then run in the GEMM's registers.
 
 from __future__ import annotations
 
-from halbench.compiler.ir import Graph, Op, is_identity
+from halbench.compiler.ir import Graph, Op, is_identity, merge_locs, node_names
 
 __all__ = ["ROOT_KINDS", "form_dispatches", "generic_kind"]
 
@@ -98,7 +99,9 @@ def form_dispatches(graph: Graph) -> Graph:
             ins += [v for v in epilogue.inputs if v != op.outputs[0]]
             outs = list(epilogue.outputs)
             name += "+" + generic_kind(epilogue)
+        loc = merge_locs(op.loc, epilogue.loc) if epilogue is not None else op.loc
         dispatches.append(Op("dispatch", _bound(ins), outs,
-                             {"kind": kind, "name": name, "root": op, "epilogue": epilogue}, op.loc))
+                             {"kind": kind, "name": name, "root": op, "epilogue": epilogue,
+                              "nodes": node_names(loc)}, loc))
     g.ops = dispatches
     return g

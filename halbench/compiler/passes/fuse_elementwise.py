@@ -8,7 +8,7 @@ generic, which a GPU template then runs as one kernel with no intermediate tenso
 
 from __future__ import annotations
 
-from halbench.compiler.ir import Body, Graph, Node, Op
+from halbench.compiler.ir import Body, Graph, Node, Op, merge_locs
 
 __all__ = ["fuse_elementwise", "fuse_generics"]
 
@@ -80,7 +80,8 @@ def fuse_generics(p: Op, c: Op, slot: int) -> Op:
     inits = [None if k is None else c_remap[k] for k in ca["inits"]]
     attrs = dict(ca)
     attrs.update(maps=maps + list(ca["maps"][len(c.inputs):]), body=body.live(), inits=inits)
-    return Op("generic", inputs, list(c.outputs), attrs, c.loc)
+    # The fused op keeps both ops' source nodes: reports name a dispatch by them.
+    return Op("generic", inputs, list(c.outputs), attrs, merge_locs(p.loc, c.loc))
 
 
 def fuse_elementwise(graph: Graph) -> Graph:
