@@ -29,7 +29,10 @@ PRODUCTS = {"p100": "sm_60", "v100": "sm_70", "t4": "sm_75", "a100": "sm_80", "a
             "rx7900xt": "gfx1100", "w7900": "gfx1100", "rx9070xt": "gfx1201", "mi210": "gfx90a",
             "mi250x": "gfx90a", "mi300x": "gfx942", "mali-g57": "valhall1", "mali-g68": "valhall2",
             "mali-g77": "valhall1", "mali-g78": "valhall2", "mali-g710": "valhall3",
-            "mali-g715": "valhall4", "mali-g720": "valhall4"}
+            "mali-g715": "valhall4", "mali-g720": "valhall4",
+            # IREE's Vulkan guide's AMD products and its ROCm guide's Instinct boards.
+            "rx7700xt": "gfx1101", "rx7800xt": "gfx1101", "rx9060xt": "gfx1200", "rx9070": "gfx1201",
+            "mi25": "gfx900", "mi50": "gfx906", "mi60": "gfx906", "mi100": "gfx908"}
 
 
 @pytest.mark.parametrize("name", NVIDIA_ARCHS + AMD_ARCHS + ["valhall2", "valhall3", "llvmpipe"])
@@ -239,3 +242,34 @@ def test_list_targets_cli_text_and_json():
             "vulkan-generic"} <= names
     r = CliRunner().invoke(main, ["list-targets", "--api", "metal"])
     assert r.exit_code != 0
+
+
+@pytest.mark.parametrize("product, arch", [("rx7700xt", "gfx1101"), ("rx7800xt", "gfx1101"),
+                                           ("rx9060xt", "gfx1200"), ("rx9070", "gfx1201"),
+                                           ("rx9070xt", "gfx1201"), ("mi25", "gfx900"),
+                                           ("mi50", "gfx906"), ("mi60", "gfx906")])
+def test_amd_guide_products_work_through_vulkan_and_hip(product, arch):
+    """IREE takes these names as --iree-vulkan-target and --iree-rocm-target alike."""
+    for api in ("vulkan", "hip"):
+        t = resolve_target(api, product)
+        assert t.arch == arch and t.supports(api)
+    # The board's own peaks, not the arch's (which has none).
+    assert resolve_target("hip", product).memory_gbps
+
+
+def test_mi100_is_rocm_only():
+    assert resolve_target("hip", "mi100").arch == "gfx908"
+    with pytest.raises(UserError, match="cannot be used with vulkan"):
+        resolve_target("vulkan", "mi100")
+
+
+@pytest.mark.parametrize("name, product", [("AMD Radeon RX 7800 XT (RADV NAVI32)", "rx7800xt"),
+                                           ("AMD Radeon RX 7700 XT", "rx7700xt"),
+                                           ("AMD Radeon RX 9070 (RADV GFX1201)", "rx9070"),
+                                           ("AMD Radeon RX 9070 XT", "rx9070xt"),
+                                           ("AMD Radeon RX 9060 XT", "rx9060xt"),
+                                           ("AMD Instinct MI100", "mi100")])
+def test_probed_amd_names_map_to_their_product(name, product):
+    api = "hip" if "MI100" in name else "vulkan"
+    info = DeviceInfo(driver=api, ordinal=0, identity=Identity(name=name, vendor="AMD"))
+    assert target_from_device(info, api).name == product
