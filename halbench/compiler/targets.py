@@ -30,6 +30,7 @@ from halbench.errors import HalbenchError, UserError
 from halbench.probe.cuda import mma_shapes as _cuda_mma
 from halbench.probe.hip import mma_shapes as _hip_mma
 from halbench.probe.info import DeviceInfo, Features, Identity, Limits, MatrixShape
+from halbench.tools import SPIRV_VERSION
 
 __all__ = [
     "CODE_NAMES",
@@ -162,7 +163,7 @@ def _nvidia(arch: str, code: str, description: str, products: tuple[str, ...] = 
         shared_memory_bytes=48 * KIB, shared_memory_optin_bytes=optin * KIB, mma=mma,
         cooperative_matrix=_NV_COOP if (major, minor) >= (7, 5) else (),
         fp16=True, bf16=major >= 8, int8=(major, minor) >= (6, 1), fp8=(major, minor) >= (8, 9),
-        spirv_version="1.6", aliases=aliases)
+        spirv_version=SPIRV_VERSION, aliases=aliases)
 
 
 def _amd(arch: str, code: str, description: str, products: tuple[str, ...] = (),
@@ -183,7 +184,7 @@ def _amd(arch: str, code: str, description: str, products: tuple[str, ...] = (),
         # v_dot4 int8 arrived with gfx906 (Vega 20) and gfx1011; gfx900 and gfx1010 lack it.
         int8=arch not in ("gfx900", "gfx1010"),
         fp8=arch.startswith(("gfx94", "gfx95", "gfx12")),
-        spirv_version=None if cdna else "1.6", aliases=aliases)
+        spirv_version=None if cdna else SPIRV_VERSION, aliases=aliases)
 
 
 def _mobile(vendor: str, arch: str, code: str, description: str, subgroup: tuple[int, ...],
@@ -193,7 +194,7 @@ def _mobile(vendor: str, arch: str, code: str, description: str, subgroup: tuple
         products=products, description=description, subgroup_sizes=subgroup,
         max_workgroup_size=(invocations, invocations, invocations),
         max_workgroup_invocations=invocations, shared_memory_bytes=32 * KIB,
-        fp16=True, int8=True, spirv_version="1.6")
+        fp16=True, int8=True, spirv_version=SPIRV_VERSION)
 
 
 def _product(base: Target, name: str, description: str, *, cus: int | None = None,
@@ -341,10 +342,12 @@ _PRODUCTS: list[Target] = [
 
 GENERIC_VULKAN = Target(
     name="vulkan-generic", kind="generic", vendor="generic", apis=("vulkan",), arch="generic",
-    description="Any Vulkan 1.1 device: SPIR-V 1.3 and the limits every conformant driver "
-                "guarantees; no subgroup size, f16, int8 or cooperative matrix assumed",
+    # halbench runs only on devices of the vulkan-1.3 tier (as IREE's runtime baseline), and every
+    # Vulkan 1.3 driver consumes SPIR-V 1.6: that is the generic version, not an older one.
+    description="Any device of the vulkan-1.3 tier: SPIR-V 1.6 and the limits every conformant "
+                "driver guarantees; no subgroup size, f16, int8 or cooperative matrix assumed",
     subgroup_sizes=(), max_workgroup_size=(128, 128, 64), max_workgroup_invocations=128,
-    shared_memory_bytes=16 * KIB, fp16=False, spirv_version="1.3", aliases=("generic",))
+    shared_memory_bytes=16 * KIB, fp16=False, spirv_version=SPIRV_VERSION, aliases=("generic",))
 
 #: Every target, in table order: architectures, products, the generic default.
 #: The hardware table. Compiler backends may add entries of their own (``extra_targets``).
@@ -535,7 +538,7 @@ def _probed(info: DeviceInfo, api: str) -> Target:
         max_workgroup_invocations=128, fp16=bool(flags.get("shaderFloat16")),
         bf16=bool(flags.get("shaderBFloat16Type")), int8=bool(flags.get("shaderIntegerDotProduct")),
         mma=tuple(info.features.cooperative_matrix) if api != "vulkan" else (),
-        spirv_version="1.3" if api == "vulkan" else None, compute_units=info.limits.compute_units)
+        spirv_version=SPIRV_VERSION if api == "vulkan" else None, compute_units=info.limits.compute_units)
     return _with_vulkan_limits(base, info)
 
 

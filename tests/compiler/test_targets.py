@@ -128,7 +128,7 @@ def test_api_mismatch_and_special_names():
 
 def test_defaults_are_safe():
     v = default_target("vulkan")
-    assert v.kind == "generic" and v.spirv_version == "1.3"
+    assert v.kind == "generic" and v.spirv_version == "1.6"  # the vulkan-1.3 tier consumes SPIR-V 1.6
     assert v.subgroup_sizes == () and v.max_workgroup_invocations == 128
     assert v.shared_memory_bytes == 16 * 1024 and not v.fp16 and not v.cooperative_matrix
     assert default_target("cuda").arch == "sm_60"
@@ -273,3 +273,29 @@ def test_probed_amd_names_map_to_their_product(name, product):
     api = "hip" if "MI100" in name else "vulkan"
     info = DeviceInfo(driver=api, ordinal=0, identity=Identity(name=name, vendor="AMD"))
     assert target_from_device(info, api).name == product
+
+
+def test_generic_vulkan_target_says_the_spirv_version_it_emits(tmp_path):
+    """vulkan-generic is what a compile without --vulkan-target gets: its description and its
+    spirv_version must name the version in the modules' headers (spirv-val runs on each)."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    from halbench.compiler import CompileOptions, compile_model
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 8])
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, tmp_path / "relu.onnx")
+    cm = compile_model(tmp_path / "relu.onnx", CompileOptions(target_devices=("vulkan",)))
+    generic = default_target("vulkan")
+    major, minor = (int(p) for p in generic.spirv_version.split("."))
+    modules = [v for k, v in cm.members.items() if k.endswith(".spv")]
+    assert modules
+    for spv in modules:
+        assert int.from_bytes(spv[4:8], "little") == (major << 16) | (minor << 8)
+    assert f"SPIR-V {generic.spirv_version}" in generic.description
+    assert all(t.spirv_version == generic.spirv_version for t in T.list_targets("vulkan")
+               if t.spirv_version)

@@ -6,6 +6,7 @@ from typing import Any
 
 from halbench.compiler.backends import BackendOption, CompilerBackend, Unsupported
 from halbench.compiler.backends.micro import MICRO_ABI, MicroKernel
+from halbench.tools import SPIRV_VERSION
 
 _ABI_FORMATS = {"bda": "vulkan-spirv-bda-v1", "descriptors": "vulkan-spirv-descriptors-v1"}
 _MICRO = frozenset({"copy", "triad", "fma_f32", "fma_f16", "matrix_f16", "noop"})
@@ -50,15 +51,15 @@ def _micro(kernel: str, fmt: str, info: Any) -> MicroKernel:
     abi = "bda" if fmt == "vulkan-spirv-bda-v1" else "descriptors"
     spirv = compile_glsl(glsl_source(kernel, abi, defines), defines, name=f"micro_{kernel}_{abi}")
     entry = EntryPoint("main", nbind, nconst, (wg, 1, 1))
-    return MicroKernel(ExecutableBinary(fmt, spirv, (entry,), "spirv1.6"), wg, matrix)
+    return MicroKernel(ExecutableBinary(fmt, spirv, (entry,), f"spirv{SPIRV_VERSION}"), wg, matrix)
 
 
 def _variant_targets(target: Any) -> list[tuple[str, str]]:
-    return [(f, "spirv1.6") for f in _ABI_FORMATS.values()]
+    return [(f, f"spirv{SPIRV_VERSION}") for f in _ABI_FORMATS.values()]
 
 
 BACKEND = CompilerBackend(
-    name="vulkan", description="GLSL -> SPIR-V 1.6 through glslang; BDA and descriptor ABIs",
+    name="vulkan", description=f"GLSL -> SPIR-V {SPIRV_VERSION} through glslang; BDA and descriptor ABIs",
     aliases=("vulkan-spirv",), target_aliases=("iree-vulkan-target",),
     drivers=("vulkan",), formats=tuple(_ABI_FORMATS.values()), generate=_generate,
     target_option="vulkan-target", default_target=_default_target,
