@@ -31,18 +31,22 @@ from halbench.probe.cuda import mma_shapes as _cuda_mma
 from halbench.probe.hip import mma_shapes as _hip_mma
 from halbench.probe.info import DeviceInfo, Features, Identity, Limits, MatrixShape
 from halbench.tools import SPIRV_VERSION
+from halbench.uri import DeviceURI, normalize_uuid, parse_uri
 
 __all__ = [
     "CODE_NAMES",
     "GENERIC_VULKAN",
     "TARGETS",
     "Target",
+    "annotate_dump",
     "apis",
     "by_arch",
     "default_target",
     "format_table",
     "list_targets",
+    "pick_dump_device",
     "published_peaks",
+    "recommended_target",
     "resolve_target",
     "target_from_device",
 ]
@@ -455,16 +459,30 @@ _NAME_PATTERNS: tuple[tuple[str, str], ...] = (
 )
 
 
-def target_from_device(device: DeviceInfo | Mapping[str, Any], api: str | None = None) -> Target:
+def target_from_device(device: DeviceInfo | Mapping[str, Any], api: str | None = None,
+                       select: str | None = None) -> Target:
     """The target for a probed device (``--target=auto``): a ``DeviceInfo``, one device of a
-    ``dump-devices --format json`` file, or the whole file (its first device of ``api``).
+    ``dump-devices --format json`` file, or the whole file (the device the URI ``select``
+    names, else its first GPU: :func:`pick_dump_device`).
 
     A known product or arch gives its table entry; on Vulkan the limits the driver reports
     replace the table's (they are the truth for that driver). A device the table does not know
     becomes a ``probed`` target built from what it reports."""
-    info = device if isinstance(device, DeviceInfo) else _device_from_dict(device, api)
-    ident = info.identity
+    info = device if isinstance(device, DeviceInfo) else _device_from_dict(device, api, select)
     api = api or _api_of(info)
+    target = _table_entry(info)
+    if target is not None and api in apis() and not target.supports(api):
+        target = None
+    if target is None:
+        return _probed(info, api)
+    # Vulkan limits are the driver's truth only when Vulkan probed the device (a CUDA dump used for
+    # --vulkan-target keeps the table's Vulkan limits).
+    return _with_vulkan_limits(target, info) if api == "vulkan" == _api_of(info) else target
+
+
+def _table_entry(info: DeviceInfo) -> Target | None:
+    """The table entry a probed device is: its product by name, else its arch; None if unknown."""
+    ident = info.identity
     target = None
     for pattern, product in _NAME_PATTERNS:
         m = re.search(pattern, ident.name, re.IGNORECASE)
@@ -475,14 +493,43 @@ def target_from_device(device: DeviceInfo | Mapping[str, Any], api: str | None =
         target = _BY_ARCH["llvmpipe"]
     if target is None and ident.arch and _key(ident.arch) in _index():
         target = _index()[_key(ident.arch)]
-    if target is not None and api in apis() and not target.supports(api):
-        target = None
-    if target is None:
-        return _probed(info, api)
-    if target.kind == "product" and ident.arch and ident.arch != target.arch and ident.arch in _BY_ARCH:
+    if target is not None and target.kind == "product" and ident.arch and ident.arch != target.arch \
+            and ident.arch in _BY_ARCH:
         # The name matched a product but the driver reports another arch: trust the driver.
         target = _BY_ARCH[ident.arch]
-    return _with_vulkan_limits(target, info) if api == "vulkan" else target
+    return target
+
+
+def recommended_target(device: Mapping[str, Any]) -> dict[str, str] | None:
+    """What to compile with for one device of a dump (``dump-devices`` prints it): the compiler
+    option and its value, ``{"option": "--cuda-target", "target": "sm_90", "flag": ...}``; None
+    for a device whose backend takes no target (the CPU drivers).
+
+    CUDA and HIP code objects are per arch, so their value is the arch; Vulkan's is the table
+    entry (a product or an arch) whose limits the device has. A device the table cannot place
+    gets ``auto`` (probe it when compiling on that machine)."""
+    from halbench.compiler.backends import backend
+
+    api = _api_of_name(str(device.get("driver", "")))
+    if api not in apis():
+        return None
+    try:
+        t = target_from_device(device, api)
+    except HalbenchError:
+        return None
+    value = "auto" if t.kind == "probed" else (t.name if api == "vulkan" else t.arch)
+    option = f"--{backend(api).target_option}"
+    return {"option": option, "target": value, "flag": f"{option}={value}"}
+
+
+def annotate_dump(doc: dict[str, Any]) -> dict[str, Any]:
+    """Add each device's ``compile_target`` (:func:`recommended_target`) to a dump document."""
+    for drv in doc.get("drivers", ()):
+        for d in drv.get("devices", ()):
+            hint = recommended_target(d)
+            if hint is not None:
+                d["compile_target"] = hint
+    return doc
 
 
 def published_peaks(device: DeviceInfo | Mapping[str, Any]) -> dict[str, Any]:
@@ -542,15 +589,71 @@ def _probed(info: DeviceInfo, api: str) -> Target:
     return _with_vulkan_limits(base, info)
 
 
-def _device_from_dict(data: Mapping[str, Any], api: str | None) -> DeviceInfo:
+def _dump_devices(data: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The devices of a dump: nested under ``drivers`` (what ``dump-devices --format json``
+    writes), or a flat ``devices`` list."""
+    if isinstance(data.get("drivers"), list):
+        groups = [drv.get("devices") for drv in data["drivers"] if isinstance(drv, Mapping)]
+    else:
+        groups = [data.get("devices")]
+    return [d for g in groups if isinstance(g, list) for d in g
+            if isinstance(d, Mapping) and isinstance(d.get("identity"), Mapping)]
+
+
+def _matches(d: Mapping[str, Any], uri: DeviceURI) -> bool:
+    from halbench.drivers import canonical_driver
+
+    if canonical_driver(str(d.get("driver", ""))) != canonical_driver(uri.driver):
+        return False
+    if uri.ordinal is not None:
+        return d.get("ordinal") == uri.ordinal
+    if uri.uuid is not None:
+        return normalize_uuid(str(d["identity"].get("uuid") or "")) == uri.uuid
+    return True
+
+
+def pick_dump_device(data: Mapping[str, Any], api: str | None = None,
+                     device: str | None = None) -> Mapping[str, Any]:
+    """The device of a ``dump-devices --format json`` document to compile for: the one the URI
+    ``device`` names (``vulkan://1``, ``cuda://GPU-...``), else the first GPU of ``api``'s
+    drivers, else the first GPU of any driver (the same board has one table entry whatever API
+    probed it), else the first device."""
+    devices = _dump_devices(data)
+    if not devices:
+        raise UserError("the device dump holds no device: write it with `halbench dump-devices "
+                        "--format json > DUMP.json` on the machine that has the GPU")
+    if device:
+        uri = parse_uri(device)
+        found = [d for d in devices if _matches(d, uri)]
+        if not found:
+            listed = ", ".join(str(d.get("uri") or f"{d.get('driver')}://{d.get('ordinal')}") for d in devices)
+            raise UserError(f"the device dump has no device {device}; it holds: {listed}")
+        return found[0]
+    pool = [d for d in devices if api is None or _api_of_name(str(d.get("driver", ""))) == api]
+    if not pool:  # another API probed the board: use it where the table knows it for this API
+        pool = [d for d in devices if (t := _table_entry(_device_from_dict(d, None))) and t.supports(api)]
+    if not pool:
+        drivers = sorted({str(d.get("driver")) for d in devices})
+        raise UserError(f"the device dump holds no {api} device, nor a board the target table knows "
+                        f"for {api} (it has {', '.join(drivers)} devices); name a target instead "
+                        f"(halbench list-targets --api {api})")
+    gpus = [d for d in pool if d["identity"].get("device_type") not in ("cpu",)]
+    return (gpus or pool)[0]
+
+
+def _api_of_name(driver: str) -> str:
+    from halbench.compiler.backends import backend_for_driver
+
+    try:
+        return backend_for_driver(driver).name
+    except UserError:
+        return driver
+
+
+def _device_from_dict(data: Mapping[str, Any], api: str | None, device: str | None = None) -> DeviceInfo:
     """A DeviceInfo from ``dump-devices --format json`` output: one device or the whole file."""
-    if "devices" in data:
-        devices = [d for d in data["devices"] if "identity" in d]
-        if api is not None:
-            devices = [d for d in devices if _api_of(_device_from_dict(d, None)) == api]
-        if not devices:
-            raise UserError(f"the device dump holds no {api or ''} device".replace("  ", " "))
-        data = devices[0]
+    if "drivers" in data or "devices" in data:
+        data = pick_dump_device(data, api, device)
     if "identity" not in data:
         raise UserError("not a dump-devices JSON device: it has no 'identity'")
 
@@ -559,13 +662,17 @@ def _device_from_dict(data: Mapping[str, Any], api: str | None) -> DeviceInfo:
         out = {k: v for k, v in (d or {}).items() if k in names}
         return {k: tuple(v) if isinstance(v, list) else v for k, v in out.items()}
 
-    feats = data.get("features") or {}
-    matrix = tuple(MatrixShape(**pick(MatrixShape, s)) for s in feats.get("cooperative_matrix") or ())
-    return DeviceInfo(
-        driver=str(data.get("driver", "")), ordinal=int(data.get("ordinal", 0)),
-        identity=Identity(**pick(Identity, data["identity"])),
-        limits=Limits(**pick(Limits, data.get("limits"))),
-        features=Features(flags=dict(feats.get("flags") or {}), cooperative_matrix=matrix))
+    try:
+        feats = data.get("features") or {}
+        matrix = tuple(MatrixShape(**pick(MatrixShape, s)) for s in feats.get("cooperative_matrix") or ())
+        return DeviceInfo(
+            driver=str(data.get("driver", "")), ordinal=int(data.get("ordinal", 0)),
+            identity=Identity(**pick(Identity, data["identity"])),
+            limits=Limits(**pick(Limits, data.get("limits"))),
+            features=Features(flags=dict(feats.get("flags") or {}), cooperative_matrix=matrix))
+    except (TypeError, ValueError, AttributeError) as e:
+        raise UserError(f"malformed dump-devices JSON device ({e}); write the dump again with "
+                        f"`halbench dump-devices --format json`") from None
 
 
 def _check_api(api: str | None) -> None:
