@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -203,6 +204,11 @@ def _check_init(init: Mapping[str, Any], where: str) -> None:
             raise ManifestError(f"{where}.{k} must be a number, got {init[k]!r}")
 
 
+#: A variant's required features: driver feature names (``cooperativeMatrix``), a few at most.
+_FEATURE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
+_MAX_REQUIRES = 32
+
+
 @dataclass(frozen=True)
 class Variant:
     """One executable payload for one format/target, with its own launch parameters."""
@@ -213,11 +219,15 @@ class Variant:
     entry: EntryPoint
     workgroups: tuple[int, int, int]
     constants: tuple[int, ...] = ()
+    #: Device features the payload needs, by the driver's names (Vulkan: ``cooperativeMatrix``,
+    #: ``shaderFloat16``); a device lacking one refuses the variant by name (check_variant).
+    requires: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {"format": self.format, "target": self.target, "member": self.member,
                 "entry": self.entry.to_dict(), "workgroups": list(self.workgroups),
-                "constants": list(self.constants)}
+                "constants": list(self.constants),
+                **({"requires": list(self.requires)} if self.requires else {})}
 
     @classmethod
     def from_dict(cls, d: Any, where: str = "variant") -> Variant:
@@ -238,8 +248,13 @@ class Variant:
             raise ManifestError(f"{where} has {len(consts)} constants but its entry takes {entry.constants}")
         if any(not -(2**31) <= c < 2**32 for c in consts):
             raise ManifestError(f"{where}.constants must fit in 32 bits, got {list(consts)}")
+        requires = _get(d, "requires", where, list, [])
+        if len(requires) > _MAX_REQUIRES or not all(isinstance(r, str) and _FEATURE_NAME.fullmatch(r)
+                                                    for r in requires):
+            raise ManifestError(f"{where}.requires must be up to {_MAX_REQUIRES} feature names "
+                                f"(letters and digits), got {requires!r:.200}")
         return cls(_get(d, "format", where, str), _get(d, "target", where, str, ""),
-                   _get(d, "member", where, str), entry, wg, consts)  # type: ignore[arg-type]
+                   _get(d, "member", where, str), entry, wg, consts, tuple(requires))  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
