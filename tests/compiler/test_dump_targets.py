@@ -154,3 +154,12 @@ def test_bad_dumps_are_one_line_errors(model, tmp_path, text, message):
     r = CliRunner().invoke(main, ["compile", model, "--target-device", "vulkan", "--target", str(path),
                                   "-o", str(tmp_path / "m.hbx")])
     assert r.exit_code == 1 and message in r.output and r.output.count("\n") == 1, r.output
+
+
+def test_the_annotated_dump_keeps_to_the_schema(dump):
+    from tests.probe.test_render import SCHEMA, check
+
+    assert check(dump, SCHEMA) == []
+    broken = copy.deepcopy(dump)
+    _vulkan(broken)["compile_target"]["extra"] = 1
+    assert check(broken, SCHEMA)
