@@ -134,3 +134,32 @@ def test_the_host_model_is_not_periodic():
     """A kernel that ran too few iterations (or none) must not pass the exact check."""
     seen = {dot_int8_expected(i).tobytes() for i in (0, 1, 2, 4095)}
     assert dot_int8_expected(4096).tobytes() not in seen
+
+
+def test_dynamic_quantized_batched_matmul_on_vulkan(lavapipe, tmp_path):
+    """The pattern quantized exports use: DynamicQuantizeLinear -> MatMulInteger on a 3-D input."""
+    import onnxruntime as ort
+
+    from halbench.compiler import CompileOptions, compile_model
+    from halbench.runtime.module import Module
+
+    rng = np.random.default_rng(5)
+    w = rng.integers(-128, 127, size=(40, 24), endpoint=True).astype(np.int8)
+    inits = [helper.make_tensor("w", TensorProto.INT8, [40, 24], w.tobytes(), raw=True),
+             helper.make_tensor("b_zp", TensorProto.INT8, [24], rng.integers(-3, 4, 24).tolist())]
+    nodes = [helper.make_node("DynamicQuantizeLinear", ["x"], ["a", "scale", "a_zp"]),
+             helper.make_node("MatMulInteger", ["a", "w", "a_zp", "b_zp"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 6, 40])],
+                              [helper.make_tensor_value_info("y", TensorProto.INT32, [2, 6, 24])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.save(model, tmp_path / "dq.onnx")
+    x = rng.standard_normal((2, 6, 40)).astype(np.float32)
+    (ref,) = ort.InferenceSession(str(tmp_path / "dq.onnx"), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    compile_model(tmp_path / "dq.onnx", CompileOptions(target_devices=("vulkan",))).write(tmp_path / "dq.hbx")
+    mod = Module.load(str(tmp_path / "dq.hbx"), lavapipe)
+    try:
+        (out,) = mod.invoke(None, {"x": x})
+    finally:
+        mod.close()
+    assert np.array_equal(out, ref)
