@@ -252,7 +252,12 @@ def _dump(target: str | None) -> dict:
             raise DriverUnavailable(entry.name, entry.reason)
         info = select_device(u) if "://" in target else None  # the driver picks it or lists the others
         keep = [(name, info.ordinal if info else None)]
-    return dump_document(entries, __version__, keep)
+    doc = dump_document(entries, __version__, keep)
+    try:  # each device's recommended --*-target, where the compiler's target table is installed
+        from halbench.compiler.targets import annotate_dump
+    except ImportError:
+        return doc
+    return annotate_dump(doc)
 
 
 @main.command("list-devices")
@@ -466,6 +471,9 @@ def _ignored_rocm_flag(ctx: click.Context, param: click.Parameter, value: str | 
 @click.option("--target", "target_all", default=None, metavar="auto|DUMP.json",
               help="Target of every GPU API not named above: 'auto' probes this machine's devices, "
                    "or a `dump-devices --format json` file from another machine.")
+@click.option("--device", "target_device_uri", default=None, metavar="URI",
+              help="With a target 'auto' or DUMP.json: the device whose target to use (vulkan://1, "
+                   "cuda://GPU-...) [default: the first GPU].")
 @click.option("--weights", type=click.Choice(["file", "random"]), default="file", show_default=True,
               help="Store weights in the bundle, or declare them seeded-random (small benchmark bundles).")
 @click.option("--input-shape", "input_shapes", multiple=True, metavar="NAME=1x3x224x224",
@@ -477,7 +485,7 @@ def _ignored_rocm_flag(ctx: click.Context, param: click.Parameter, value: str | 
 @click.option("--statistics", is_flag=True, help="Print compile statistics.")
 @FORMAT_CTX
 def compile_cmd(input_path: str, output: str, target_devices: tuple[str, ...], target_all: str | None,
-                weights: str, input_shapes: tuple[str, ...], frozen: tuple[str, ...], dump_after: str | None,
+                target_device_uri: str | None, weights: str, input_shapes: tuple[str, ...], frozen: tuple[str, ...], dump_after: str | None,
                 statistics: bool, **per_backend: str | None) -> None:
     """Compile an ONNX or MLIR model into a bundle (.hbx) for run-module and the runtime."""
     from halbench.bundle import write_bundle
@@ -497,7 +505,7 @@ def compile_cmd(input_path: str, output: str, target_devices: tuple[str, ...], t
     options = CompileOptions(target_devices=tuple(target_devices), weights=weights,
                              input_shapes=_input_shapes(input_shapes), dump_after=dump_after,
                              targets={k: v for k, v in targets.items() if v}, backend_options=backend_options,
-                             input_values=_frozen_inputs(frozen))
+                             input_values=_frozen_inputs(frozen), target_device_uri=target_device_uri)
     result = compile_model(input_path, options)
     for note in getattr(result, "notes", ()):
         click.echo(f"halbench: note: {note}", err=True)

@@ -546,12 +546,13 @@ class Device(ABC):
         """Whether this device loads executables of format ``fmt``."""
         return fmt in self.formats
 
-    def can_run(self, fmt: str, target: str = "") -> str | None:
-        """Why an executable of ``fmt`` built for ``target`` cannot run here, or None when it can.
-        The rule is the driver's (``Driver.check_variant``); this device may offer fewer formats."""
+    def can_run(self, fmt: str, target: str = "", requires: tuple[str, ...] = ()) -> str | None:
+        """Why an executable of ``fmt`` built for ``target``, needing the device features
+        ``requires``, cannot run here, or None when it can. The rule is the driver's
+        (``Driver.check_variant``); this device may offer fewer formats."""
         if not self.supports(fmt):
             return f"{self.uri} does not load {fmt}"
-        return self.driver.check_variant(fmt, target, self.info) if self.driver else None
+        return self.driver.check_variant(fmt, target, self.info, requires) if self.driver else None
 
     def query(self, key: str) -> Any:
         """Look up a device property by dotted path in ``info.to_dict()`` (e.g. ``limits.subgroup_size``)."""
@@ -722,11 +723,18 @@ class Driver(ABC):
 
         return importlib.import_module(self.device_module).create_device(self, info)
 
-    def check_variant(self, fmt: str, target: str, info: DeviceInfo) -> str | None:
-        """Why a variant of format ``fmt`` built for ``target`` cannot run on the device that
+    def check_variant(self, fmt: str, target: str, info: DeviceInfo,
+                      requires: tuple[str, ...] = ()) -> str | None:
+        """Why a variant of format ``fmt`` built for ``target``, needing the device features
+        ``requires`` (names as ``info.features.flags`` has them), cannot run on the device that
         ``info`` describes; None when it runs."""
         if fmt not in self.formats:
             return f"the {self.name} driver does not load {fmt}"
+        # A feature the probe reports as absent refuses the variant by name; one it does not
+        # report at all is left to the driver (it may be core in that API version).
+        missing = [f for f in requires if info.features.flags.get(f) is False]
+        if missing:
+            return f"needs {', '.join(missing)}, which {info.name} lacks"
         return self._check_target(fmt, target, info)
 
     def _check_target(self, fmt: str, target: str, info: DeviceInfo) -> str | None:

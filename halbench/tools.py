@@ -20,9 +20,11 @@ from pathlib import Path
 
 from halbench.errors import HalbenchError, UserError
 
-__all__ = ["SPIRV_TARGET_ENV", "cache_dir", "find_tool", "tool_env", "validate_spirv"]
+__all__ = ["SPIRV_TARGET_ENV", "SPIRV_VERSION", "cache_dir", "find_tool", "tool_env", "validate_spirv"]
 
 SPIRV_TARGET_ENV = "vulkan1.3"
+#: The SPIR-V version glslang emits for that environment (Vulkan 1.3 consumes up to SPIR-V 1.6).
+SPIRV_VERSION = "1.6"
 
 _validated: set[str] = set()  # sha256 of modules spirv-val accepted in this process
 

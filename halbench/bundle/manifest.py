@@ -120,6 +120,9 @@ class WeightDecl:
 
 
 
+#: A variant's required features: driver feature names (``cooperativeMatrix``), a few at most.
+
+
 @dataclass(frozen=True)
 class Variant:
     """One executable payload for one format/target, with its own launch parameters."""
@@ -130,11 +133,15 @@ class Variant:
     entry: EntryPoint
     workgroups: tuple[int, int, int]
     constants: tuple[int, ...] = ()
+    #: Device features the payload needs, by the driver's names (Vulkan: ``cooperativeMatrix``,
+    #: ``shaderFloat16``); a device lacking one refuses the variant by name (check_variant).
+    requires: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {"format": self.format, "target": self.target, "member": self.member,
                 "entry": self.entry.to_dict(), "workgroups": list(self.workgroups),
-                "constants": list(self.constants)}
+                "constants": list(self.constants),
+                **({"requires": list(self.requires)} if self.requires else {})}
 
 
 
@@ -357,7 +364,7 @@ def _step(s: Any) -> Step:
 def _variant(v: Any) -> Variant:
     e = v.entry
     return Variant(v.format, v.target, v.member, EntryPoint(e.name, e.bindings, e.constants, tuple(e.workgroup_size)),
-                   tuple(v.workgroups), tuple(v.constants))  # type: ignore[arg-type]
+                   tuple(v.workgroups), tuple(v.constants), tuple(v.requires))  # type: ignore[arg-type]
 
 
 def _from_doc(doc: ManifestDoc) -> Manifest:

@@ -114,6 +114,9 @@ class VariantDoc(_Strict):
     entry: EntryDoc
     workgroups: Annotated[list[Annotated[int, Field(ge=1, lt=1 << 32)]], Field(min_length=3, max_length=3)]
     constants: Annotated[list[Annotated[int, Field(ge=-(1 << 31), lt=1 << 32)]], Field(max_length=4096)] = []
+    #: device features the variant needs (Vulkan: read from its SPIR-V); refused at load by name
+    requires: Annotated[list[Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_]{0,63}$")]],
+                        Field(max_length=32)] = []
 
     @model_validator(mode="after")
     def _constants(self) -> VariantDoc:

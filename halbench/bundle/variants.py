@@ -19,7 +19,7 @@ def select_variant(executable: ExecutableDecl, device: Device) -> tuple[int, Var
     """``(index, variant)`` of the variant ``device`` runs best; a UserError says why none fits."""
     runnable, reasons = [], []
     for i, v in enumerate(executable.variants):
-        why = device.can_run(v.format, v.target)
+        why = device.can_run(v.format, v.target, v.requires)
         if why is None:
             runnable.append((device.formats.index(v.format), i, v))
         else:

@@ -70,6 +70,9 @@ class CompileOptions:
     targets: Any = ()
     backend_options: Any = ()
     input_values: Any = ()
+    #: With a target ``auto`` or a dump file: the device URI whose target to use (default: the
+    #: first GPU of the API; pick_dump_device).
+    target_device_uri: str | None = None
 
     def __post_init__(self) -> None:
         from halbench.compiler.backends import backend, backends, canonical, option_values
@@ -111,6 +114,7 @@ class CompileOptions:
         return {"target_devices": list(self.target_devices), "weights": self.weights,
                 "input_shapes": {k: list(v) for k, v in self.input_shapes}, "seed": self.seed,
                 "targets": dict(self.targets), "backend_options": dict(self.backend_options),
+                **({"target_device_uri": self.target_device_uri} if self.target_device_uri else {}),
                 **({"input_values": {k: {"dtype": dt, "shape": list(sh), "values": list(vals)}
                                      for k, dt, sh, vals in self.input_values}} if self.input_values else {})}
 
@@ -122,7 +126,7 @@ class CompileOptions:
         """API -> ``targets.Target`` for every target device that takes a target."""
         from halbench.compiler.backends import backend
 
-        return {api: _resolve_target(api, self.target_name(api))
+        return {api: _resolve_target(api, self.target_name(api), self.target_device_uri)
                 for api in self.target_devices if backend(api).target_option}
 
     def cache_key(self) -> str:
@@ -233,7 +237,8 @@ def compile_graph(graph: Graph, options: CompileOptions, source: Mapping[str, An
             for v in generate(d, g, target, opts):
                 member = f"executables/{i}.{len(variants)}.{v.ext}"
                 members[member] = v.payload
-                variants.append(Variant(v.format, v.target, member, v.entry, v.workgroups, v.constants))
+                variants.append(Variant(v.format, v.target, member, v.entry, v.workgroups, v.constants,
+                                        v.requires))
         executables.append(ExecutableDecl(i, f"dispatch_{i}_{_safe(d.attrs['name'])}", tuple(variants)))
     timings["codegen"] = time.perf_counter() - t1
     t2 = time.perf_counter()
@@ -385,16 +390,23 @@ def _target_name(api: str, options: CompileOptions) -> str:
     return options.resolved_targets().get(api).name if api in options.resolved_targets() else "host"
 
 
-def _resolve_target(api: str, name: str | None) -> Any:
-    """A target from a name, ``auto`` (probe this machine), or a dump-devices JSON file."""
+#: A dump of every driver's devices is tens of KiB; a file far larger is something else.
+_MAX_DUMP_BYTES = 16 << 20
+
+
+def _resolve_target(api: str, name: str | None, device: str | None = None) -> Any:
+    """A target from a name, ``auto`` (probe this machine), or a dump-devices JSON file;
+    ``device`` (a URI) picks the device of the machine or the dump."""
     from halbench.compiler import targets as T
     from halbench.compiler.backends import backend
 
     if name is None:
         return T.default_target(api)
     if name in ("auto", "host"):
-        from halbench.drivers import get_driver
+        from halbench.drivers import get_driver, select_device
 
+        if device:
+            return T.target_from_device(select_device(device), api)
         devices = [d for drv in backend(api).drivers for d in get_driver(drv).query_available_devices()]
         if not devices:
             raise UserError(f"--{backend(api).target_option}=auto: no {api} device here; "
@@ -402,8 +414,13 @@ def _resolve_target(api: str, name: str | None) -> Any:
         return T.target_from_device(devices[0], api)
     if name.endswith(".json"):
         try:
+            if Path(name).stat().st_size > _MAX_DUMP_BYTES:
+                raise UserError(f"{name} is over {_MAX_DUMP_BYTES >> 20} MiB: not a device dump")
             doc = json.loads(Path(name).read_text())
         except (OSError, ValueError) as e:
             raise UserError(f"cannot read the device dump {name}: {e}") from None
-        return T.target_from_device(doc, api)
+        if not isinstance(doc, dict):
+            raise UserError(f"{name} is not a dump-devices JSON document (write one with "
+                            f"`halbench dump-devices --format json > {name}`)")
+        return T.target_from_device(doc, api, select=device)
     return T.resolve_target(api, name)

@@ -30,18 +30,23 @@ from halbench.errors import HalbenchError, UserError
 from halbench.probe.cuda import mma_shapes as _cuda_mma
 from halbench.probe.hip import mma_shapes as _hip_mma
 from halbench.probe.info import DeviceInfo, Features, Identity, Limits, MatrixShape
+from halbench.tools import SPIRV_VERSION
+from halbench.uri import DeviceURI, normalize_uuid, parse_uri
 
 __all__ = [
     "CODE_NAMES",
     "GENERIC_VULKAN",
     "TARGETS",
     "Target",
+    "annotate_dump",
     "apis",
     "by_arch",
     "default_target",
     "format_table",
     "list_targets",
+    "pick_dump_device",
     "published_peaks",
+    "recommended_target",
     "resolve_target",
     "target_from_device",
 ]
@@ -162,7 +167,7 @@ def _nvidia(arch: str, code: str, description: str, products: tuple[str, ...] = 
         shared_memory_bytes=48 * KIB, shared_memory_optin_bytes=optin * KIB, mma=mma,
         cooperative_matrix=_NV_COOP if (major, minor) >= (7, 5) else (),
         fp16=True, bf16=major >= 8, int8=(major, minor) >= (6, 1), fp8=(major, minor) >= (8, 9),
-        spirv_version="1.6", aliases=aliases)
+        spirv_version=SPIRV_VERSION, aliases=aliases)
 
 
 def _amd(arch: str, code: str, description: str, products: tuple[str, ...] = (),
@@ -183,7 +188,7 @@ def _amd(arch: str, code: str, description: str, products: tuple[str, ...] = (),
         # v_dot4 int8 arrived with gfx906 (Vega 20) and gfx1011; gfx900 and gfx1010 lack it.
         int8=arch not in ("gfx900", "gfx1010"),
         fp8=arch.startswith(("gfx94", "gfx95", "gfx12")),
-        spirv_version=None if cdna else "1.6", aliases=aliases)
+        spirv_version=None if cdna else SPIRV_VERSION, aliases=aliases)
 
 
 def _mobile(vendor: str, arch: str, code: str, description: str, subgroup: tuple[int, ...],
@@ -193,7 +198,7 @@ def _mobile(vendor: str, arch: str, code: str, description: str, subgroup: tuple
         products=products, description=description, subgroup_sizes=subgroup,
         max_workgroup_size=(invocations, invocations, invocations),
         max_workgroup_invocations=invocations, shared_memory_bytes=32 * KIB,
-        fp16=True, int8=True, spirv_version="1.6")
+        fp16=True, int8=True, spirv_version=SPIRV_VERSION)
 
 
 def _product(base: Target, name: str, description: str, *, cus: int | None = None,
@@ -223,9 +228,9 @@ _ARCHS: list[Target] = [
     _nvidia("sm_90a", "hopper", "Hopper GH100, arch-specific: wgmma and setmaxnreg", ("h100", "h200")),
     _nvidia("sm_100", "blackwell", "Blackwell GB100/GB200 (B200)"),
     _nvidia("sm_120", "blackwell", "Blackwell GB20x (GeForce RTX 50)"),
-    _amd("gfx900", "gcn5", "GCN5 Vega 10 (Vega 56/64, MI25)", aliases=("vega", "vega10")),
-    _amd("gfx906", "gcn5", "GCN5 Vega 20 (Radeon VII, MI50/MI60): v_dot4", aliases=("vega20",)),
-    _amd("gfx908", "cdna1", "CDNA1 (MI100): first MFMA matrix cores"),
+    _amd("gfx900", "gcn5", "GCN5 Vega 10 (Vega 56/64, MI25)", ("mi25",), aliases=("vega", "vega10")),
+    _amd("gfx906", "gcn5", "GCN5 Vega 20 (Radeon VII, MI50/MI60): v_dot4", ("mi50", "mi60"), aliases=("vega20",)),
+    _amd("gfx908", "cdna1", "CDNA1 (MI100): first MFMA matrix cores", ("mi100",)),
     _amd("gfx90a", "cdna2", "CDNA2 (MI200): bf16 MFMA, f64 matrix", ("mi210", "mi250x")),
     _amd("gfx940", "cdna3", "CDNA3 early silicon (MI300 engineering parts)"),
     _amd("gfx941", "cdna3", "CDNA3 early silicon (MI300 engineering parts)"),
@@ -238,13 +243,13 @@ _ARCHS: list[Target] = [
     _amd("gfx1031", "rdna2", "RDNA2 Navi 22 (RX 6700)"),
     _amd("gfx1032", "rdna2", "RDNA2 Navi 23 (RX 6600)"),
     _amd("gfx1100", "rdna3", "RDNA3 Navi 31: WMMA", ("rx7900xtx", "rx7900xt", "w7900"), aliases=("navi31",)),
-    _amd("gfx1101", "rdna3", "RDNA3 Navi 32 (RX 7800/7700)"),
+    _amd("gfx1101", "rdna3", "RDNA3 Navi 32 (RX 7800/7700)", ("rx7800xt", "rx7700xt"), aliases=("navi32",)),
     _amd("gfx1102", "rdna3", "RDNA3 Navi 33 (RX 7600)"),
     _amd("gfx1103", "rdna3", "RDNA3 Phoenix APU"),
     _amd("gfx1150", "rdna3.5", "RDNA3.5 Strix Point APU"),
     _amd("gfx1151", "rdna3.5", "RDNA3.5 Strix Halo APU"),
-    _amd("gfx1200", "rdna4", "RDNA4 Navi 44 (RX 9060)"),
-    _amd("gfx1201", "rdna4", "RDNA4 Navi 48: WMMA with f8", ("rx9070xt",), aliases=("navi48",)),
+    _amd("gfx1200", "rdna4", "RDNA4 Navi 44 (RX 9060)", ("rx9060xt",), aliases=("navi44",)),
+    _amd("gfx1201", "rdna4", "RDNA4 Navi 48: WMMA with f8", ("rx9070xt", "rx9070"), aliases=("navi48",)),
     # Mali: wave (warp) of 16, 512 invocations, 32 KiB shared, as the drivers report on Valhall.
     _mobile("arm", "valhall1", "valhall1", "Arm Valhall 1st gen", (16,), 512, ("mali-g57", "mali-g77")),
     _mobile("arm", "valhall2", "valhall2", "Arm Valhall 2nd gen", (16,), 512, ("mali-g68", "mali-g78")),
@@ -306,9 +311,27 @@ _PRODUCTS: list[Target] = [
              source=_AMD, f32=51.6, f16=103.2),
     _product(_BY_ARCH["gfx1100"], "w7900", "AMD Radeon PRO W7900", cus=96, gbps=864,
              source=_AMD, aliases=("radeon-pro-w7900",), f32=61.3, f16=122.6),
+    _product(_BY_ARCH["gfx1101"], "rx7800xt", "AMD Radeon RX 7800 XT", cus=60, gbps=624,
+             source=_AMD, f32=37.3, f16=74.6),
+    _product(_BY_ARCH["gfx1101"], "rx7700xt", "AMD Radeon RX 7700 XT", cus=54, gbps=432,
+             source=_AMD, f32=35.2, f16=70.3),
+    _product(_BY_ARCH["gfx1200"], "rx9060xt", "AMD Radeon RX 9060 XT", cus=32, gbps=320,
+             source=f"{_AMD}, sparsity halved", f32=25.6, f16=102.6, bf16=102.6, f8=205.2, i8=205.2),
+    _product(_BY_ARCH["gfx1201"], "rx9070", "AMD Radeon RX 9070", cus=56, gbps=640,
+             source=f"{_AMD}, sparsity halved", f32=36.1, f16=144.5, bf16=144.5, f8=289.0, i8=289.0),
     _product(_BY_ARCH["gfx1201"], "rx9070xt", "AMD Radeon RX 9070 XT", cus=64, gbps=640,
              source=f"{_AMD}, sparsity halved",
              f32=48.7, f16=194.7, bf16=194.7, f8=389.4, i8=389.4),
+    # GCN5 Instinct: f16 is packed math (no matrix units); MI25 has no int8 dot product.
+    _product(_BY_ARCH["gfx900"], "mi25", "AMD Radeon Instinct MI25", cus=64, gbps=484,
+             source=_AMD, f64=0.77, f32=12.3, f16=24.6),
+    _product(_BY_ARCH["gfx906"], "mi50", "AMD Radeon Instinct MI50 (32 GB)", cus=60, gbps=1024,
+             source=_AMD, f64=6.6, f32=13.3, f16=26.5, i8=53.0),
+    _product(_BY_ARCH["gfx906"], "mi60", "AMD Radeon Instinct MI60", cus=64, gbps=1024,
+             source=_AMD, f64=7.4, f32=14.7, f16=29.5, i8=59.0),
+    # CDNA1 has no packed FP32: f32 is the vector rate (the matrix-core f32 rate is 46.1).
+    _product(_BY_ARCH["gfx908"], "mi100", "AMD Instinct MI100", cus=120, gbps=1228.8,
+             source="AMD CDNA white paper", f64=11.5, f32=23.1, f16=184.6, bf16=92.3, i8=184.6),
     _product(_BY_ARCH["gfx90a"], "mi210", "AMD Instinct MI210", cus=104, gbps=1638.4,
              source="AMD CDNA2 white paper", f64=22.6, f32=45.3, f16=181.0, bf16=181.0, i8=181.0),
     _product(_BY_ARCH["gfx90a"], "mi250x", "AMD Instinct MI250X (both dies)", cus=220, gbps=3276.8,
@@ -323,10 +346,12 @@ _PRODUCTS: list[Target] = [
 
 GENERIC_VULKAN = Target(
     name="vulkan-generic", kind="generic", vendor="generic", apis=("vulkan",), arch="generic",
-    description="Any Vulkan 1.1 device: SPIR-V 1.3 and the limits every conformant driver "
-                "guarantees; no subgroup size, f16, int8 or cooperative matrix assumed",
+    # halbench runs only on devices of the vulkan-1.3 tier (as IREE's runtime baseline), and every
+    # Vulkan 1.3 driver consumes SPIR-V 1.6: that is the generic version, not an older one.
+    description="Any device of the vulkan-1.3 tier: SPIR-V 1.6 and the limits every conformant "
+                "driver guarantees; no subgroup size, f16, int8 or cooperative matrix assumed",
     subgroup_sizes=(), max_workgroup_size=(128, 128, 64), max_workgroup_invocations=128,
-    shared_memory_bytes=16 * KIB, fp16=False, spirv_version="1.3", aliases=("generic",))
+    shared_memory_bytes=16 * KIB, fp16=False, spirv_version=SPIRV_VERSION, aliases=("generic",))
 
 #: Every target, in table order: architectures, products, the generic default.
 #: The hardware table. Compiler backends may add entries of their own (``extra_targets``).
@@ -425,22 +450,39 @@ _NAME_PATTERNS: tuple[tuple[str, str], ...] = (
     (r"\bL4\b", "l4"), (r"\bT4\b", "t4"), (r"\bV100\b", "v100"), (r"\bP100\b", "p100"),
     (r"RTX 2070 SUPER", "rtx2070super"), (r"RTX 3080 Ti\b", "rtx3080ti"), (r"RTX 3090(?! Ti)", "rtx3090"),
     (r"RTX 4090\b", "rtx4090"), (r"7900 XTX", "rx7900xtx"), (r"7900 XT\b", "rx7900xt"),
-    (r"\bW7900\b", "w7900"), (r"9070 XT", "rx9070xt"), (r"\bMI210\b", "mi210"),
+    (r"\bW7900\b", "w7900"), (r"7800 XT", "rx7800xt"), (r"7700 XT", "rx7700xt"),
+    (r"9070 XT", "rx9070xt"), (r"9070\b", "rx9070"), (r"9060 XT", "rx9060xt"),
+    (r"\bMI25\b", "mi25"), (r"\bMI50\b", "mi50"), (r"\bMI60\b", "mi60"), (r"\bMI100\b", "mi100"),
+    (r"\bMI210\b", "mi210"),
     (r"\bMI250X\b", "mi250x"), (r"\bMI300X\b", "mi300x"), (r"\bMali-G(\d+)", "mali-g{0}"),
     (r"\bAdreno", "adreno"), (r"^llvmpipe", "llvmpipe"),
 )
 
 
-def target_from_device(device: DeviceInfo | Mapping[str, Any], api: str | None = None) -> Target:
+def target_from_device(device: DeviceInfo | Mapping[str, Any], api: str | None = None,
+                       select: str | None = None) -> Target:
     """The target for a probed device (``--target=auto``): a ``DeviceInfo``, one device of a
-    ``dump-devices --format json`` file, or the whole file (its first device of ``api``).
+    ``dump-devices --format json`` file, or the whole file (the device the URI ``select``
+    names, else its first GPU: :func:`pick_dump_device`).
 
     A known product or arch gives its table entry; on Vulkan the limits the driver reports
     replace the table's (they are the truth for that driver). A device the table does not know
     becomes a ``probed`` target built from what it reports."""
-    info = device if isinstance(device, DeviceInfo) else _device_from_dict(device, api)
-    ident = info.identity
+    info = device if isinstance(device, DeviceInfo) else _device_from_dict(device, api, select)
     api = api or _api_of(info)
+    target = _table_entry(info)
+    if target is not None and api in apis() and not target.supports(api):
+        target = None
+    if target is None:
+        return _probed(info, api)
+    # Vulkan limits are the driver's truth only when Vulkan probed the device (a CUDA dump used for
+    # --vulkan-target keeps the table's Vulkan limits).
+    return _with_vulkan_limits(target, info) if api == "vulkan" == _api_of(info) else target
+
+
+def _table_entry(info: DeviceInfo) -> Target | None:
+    """The table entry a probed device is: its product by name, else its arch; None if unknown."""
+    ident = info.identity
     target = None
     for pattern, product in _NAME_PATTERNS:
         m = re.search(pattern, ident.name, re.IGNORECASE)
@@ -451,14 +493,43 @@ def target_from_device(device: DeviceInfo | Mapping[str, Any], api: str | None =
         target = _BY_ARCH["llvmpipe"]
     if target is None and ident.arch and _key(ident.arch) in _index():
         target = _index()[_key(ident.arch)]
-    if target is not None and api in apis() and not target.supports(api):
-        target = None
-    if target is None:
-        return _probed(info, api)
-    if target.kind == "product" and ident.arch and ident.arch != target.arch and ident.arch in _BY_ARCH:
+    if target is not None and target.kind == "product" and ident.arch and ident.arch != target.arch \
+            and ident.arch in _BY_ARCH:
         # The name matched a product but the driver reports another arch: trust the driver.
         target = _BY_ARCH[ident.arch]
-    return _with_vulkan_limits(target, info) if api == "vulkan" else target
+    return target
+
+
+def recommended_target(device: Mapping[str, Any]) -> dict[str, str] | None:
+    """What to compile with for one device of a dump (``dump-devices`` prints it): the compiler
+    option and its value, ``{"option": "--cuda-target", "target": "sm_90", "flag": ...}``; None
+    for a device whose backend takes no target (the CPU drivers).
+
+    CUDA and HIP code objects are per arch, so their value is the arch; Vulkan's is the table
+    entry (a product or an arch) whose limits the device has. A device the table cannot place
+    gets ``auto`` (probe it when compiling on that machine)."""
+    from halbench.compiler.backends import backend
+
+    api = _api_of_name(str(device.get("driver", "")))
+    if api not in apis():
+        return None
+    try:
+        t = target_from_device(device, api)
+    except HalbenchError:
+        return None
+    value = "auto" if t.kind == "probed" else (t.name if api == "vulkan" else t.arch)
+    option = f"--{backend(api).target_option}"
+    return {"option": option, "target": value, "flag": f"{option}={value}"}
+
+
+def annotate_dump(doc: dict[str, Any]) -> dict[str, Any]:
+    """Add each device's ``compile_target`` (:func:`recommended_target`) to a dump document."""
+    for drv in doc.get("drivers", ()):
+        for d in drv.get("devices", ()):
+            hint = recommended_target(d)
+            if hint is not None:
+                d["compile_target"] = hint
+    return doc
 
 
 def published_peaks(device: DeviceInfo | Mapping[str, Any]) -> dict[str, Any]:
@@ -514,19 +585,75 @@ def _probed(info: DeviceInfo, api: str) -> Target:
         max_workgroup_invocations=128, fp16=bool(flags.get("shaderFloat16")),
         bf16=bool(flags.get("shaderBFloat16Type")), int8=bool(flags.get("shaderIntegerDotProduct")),
         mma=tuple(info.features.cooperative_matrix) if api != "vulkan" else (),
-        spirv_version="1.3" if api == "vulkan" else None, compute_units=info.limits.compute_units)
+        spirv_version=SPIRV_VERSION if api == "vulkan" else None, compute_units=info.limits.compute_units)
     return _with_vulkan_limits(base, info)
 
 
-def _device_from_dict(data: Mapping[str, Any], api: str | None) -> DeviceInfo:
+def _dump_devices(data: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The devices of a dump: nested under ``drivers`` (what ``dump-devices --format json``
+    writes), or a flat ``devices`` list."""
+    if isinstance(data.get("drivers"), list):
+        groups = [drv.get("devices") for drv in data["drivers"] if isinstance(drv, Mapping)]
+    else:
+        groups = [data.get("devices")]
+    return [d for g in groups if isinstance(g, list) for d in g
+            if isinstance(d, Mapping) and isinstance(d.get("identity"), Mapping)]
+
+
+def _matches(d: Mapping[str, Any], uri: DeviceURI) -> bool:
+    from halbench.drivers import canonical_driver
+
+    if canonical_driver(str(d.get("driver", ""))) != canonical_driver(uri.driver):
+        return False
+    if uri.ordinal is not None:
+        return d.get("ordinal") == uri.ordinal
+    if uri.uuid is not None:
+        return normalize_uuid(str(d["identity"].get("uuid") or "")) == uri.uuid
+    return True
+
+
+def pick_dump_device(data: Mapping[str, Any], api: str | None = None,
+                     device: str | None = None) -> Mapping[str, Any]:
+    """The device of a ``dump-devices --format json`` document to compile for: the one the URI
+    ``device`` names (``vulkan://1``, ``cuda://GPU-...``), else the first GPU of ``api``'s
+    drivers, else the first GPU of any driver (the same board has one table entry whatever API
+    probed it), else the first device."""
+    devices = _dump_devices(data)
+    if not devices:
+        raise UserError("the device dump holds no device: write it with `halbench dump-devices "
+                        "--format json > DUMP.json` on the machine that has the GPU")
+    if device:
+        uri = parse_uri(device)
+        found = [d for d in devices if _matches(d, uri)]
+        if not found:
+            listed = ", ".join(str(d.get("uri") or f"{d.get('driver')}://{d.get('ordinal')}") for d in devices)
+            raise UserError(f"the device dump has no device {device}; it holds: {listed}")
+        return found[0]
+    pool = [d for d in devices if api is None or _api_of_name(str(d.get("driver", ""))) == api]
+    if not pool:  # another API probed the board: use it where the table knows it for this API
+        pool = [d for d in devices if (t := _table_entry(_device_from_dict(d, None))) and t.supports(api)]
+    if not pool:
+        drivers = sorted({str(d.get("driver")) for d in devices})
+        raise UserError(f"the device dump holds no {api} device, nor a board the target table knows "
+                        f"for {api} (it has {', '.join(drivers)} devices); name a target instead "
+                        f"(halbench list-targets --api {api})")
+    gpus = [d for d in pool if d["identity"].get("device_type") not in ("cpu",)]
+    return (gpus or pool)[0]
+
+
+def _api_of_name(driver: str) -> str:
+    from halbench.compiler.backends import backend_for_driver
+
+    try:
+        return backend_for_driver(driver).name
+    except UserError:
+        return driver
+
+
+def _device_from_dict(data: Mapping[str, Any], api: str | None, device: str | None = None) -> DeviceInfo:
     """A DeviceInfo from ``dump-devices --format json`` output: one device or the whole file."""
-    if "devices" in data:
-        devices = [d for d in data["devices"] if "identity" in d]
-        if api is not None:
-            devices = [d for d in devices if _api_of(_device_from_dict(d, None)) == api]
-        if not devices:
-            raise UserError(f"the device dump holds no {api or ''} device".replace("  ", " "))
-        data = devices[0]
+    if "drivers" in data or "devices" in data:
+        data = pick_dump_device(data, api, device)
     if "identity" not in data:
         raise UserError("not a dump-devices JSON device: it has no 'identity'")
 
@@ -535,13 +662,17 @@ def _device_from_dict(data: Mapping[str, Any], api: str | None) -> DeviceInfo:
         out = {k: v for k, v in (d or {}).items() if k in names}
         return {k: tuple(v) if isinstance(v, list) else v for k, v in out.items()}
 
-    feats = data.get("features") or {}
-    matrix = tuple(MatrixShape(**pick(MatrixShape, s)) for s in feats.get("cooperative_matrix") or ())
-    return DeviceInfo(
-        driver=str(data.get("driver", "")), ordinal=int(data.get("ordinal", 0)),
-        identity=Identity(**pick(Identity, data["identity"])),
-        limits=Limits(**pick(Limits, data.get("limits"))),
-        features=Features(flags=dict(feats.get("flags") or {}), cooperative_matrix=matrix))
+    try:
+        feats = data.get("features") or {}
+        matrix = tuple(MatrixShape(**pick(MatrixShape, s)) for s in feats.get("cooperative_matrix") or ())
+        return DeviceInfo(
+            driver=str(data.get("driver", "")), ordinal=int(data.get("ordinal", 0)),
+            identity=Identity(**pick(Identity, data["identity"])),
+            limits=Limits(**pick(Limits, data.get("limits"))),
+            features=Features(flags=dict(feats.get("flags") or {}), cooperative_matrix=matrix))
+    except (TypeError, ValueError, AttributeError) as e:
+        raise UserError(f"malformed dump-devices JSON device ({e}); write the dump again with "
+                        f"`halbench dump-devices --format json`") from None
 
 
 def _check_api(api: str | None) -> None:

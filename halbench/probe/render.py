@@ -129,7 +129,10 @@ def _device_text(d: dict[str, Any]) -> list[str]:
     out = ["", _THIN, f"# --device={d['uri']}"]
     if d.get("uuid_uri"):
         out.append(f"# --device={d['uuid_uri']}")
-    out += [f"#   {d['identity']['name']}", _THIN, ""]
+    out.append(f"#   {d['identity']['name']}")
+    if d.get("compile_target"):  # added by the compiler's target table (targets.annotate_dump)
+        out.append(f"#   compile with: {d['compile_target']['flag']}")
+    out += [_THIN, ""]
     for t in d["tiers"]:
         out.append(f"feature_tier[{t['name']}]: {'supported' if t['supported'] else 'unsupported'}")
         if not t["supported"]:

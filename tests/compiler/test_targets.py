@@ -29,7 +29,10 @@ PRODUCTS = {"p100": "sm_60", "v100": "sm_70", "t4": "sm_75", "a100": "sm_80", "a
             "rx7900xt": "gfx1100", "w7900": "gfx1100", "rx9070xt": "gfx1201", "mi210": "gfx90a",
             "mi250x": "gfx90a", "mi300x": "gfx942", "mali-g57": "valhall1", "mali-g68": "valhall2",
             "mali-g77": "valhall1", "mali-g78": "valhall2", "mali-g710": "valhall3",
-            "mali-g715": "valhall4", "mali-g720": "valhall4"}
+            "mali-g715": "valhall4", "mali-g720": "valhall4",
+            # IREE's Vulkan guide's AMD products and its ROCm guide's Instinct boards.
+            "rx7700xt": "gfx1101", "rx7800xt": "gfx1101", "rx9060xt": "gfx1200", "rx9070": "gfx1201",
+            "mi25": "gfx900", "mi50": "gfx906", "mi60": "gfx906", "mi100": "gfx908"}
 
 
 @pytest.mark.parametrize("name", NVIDIA_ARCHS + AMD_ARCHS + ["valhall2", "valhall3", "llvmpipe"])
@@ -125,7 +128,7 @@ def test_api_mismatch_and_special_names():
 
 def test_defaults_are_safe():
     v = default_target("vulkan")
-    assert v.kind == "generic" and v.spirv_version == "1.3"
+    assert v.kind == "generic" and v.spirv_version == "1.6"  # the vulkan-1.3 tier consumes SPIR-V 1.6
     assert v.subgroup_sizes == () and v.max_workgroup_invocations == 128
     assert v.shared_memory_bytes == 16 * 1024 and not v.fp16 and not v.cooperative_matrix
     assert default_target("cuda").arch == "sm_60"
@@ -239,3 +242,60 @@ def test_list_targets_cli_text_and_json():
             "vulkan-generic"} <= names
     r = CliRunner().invoke(main, ["list-targets", "--api", "metal"])
     assert r.exit_code != 0
+
+
+@pytest.mark.parametrize("product, arch", [("rx7700xt", "gfx1101"), ("rx7800xt", "gfx1101"),
+                                           ("rx9060xt", "gfx1200"), ("rx9070", "gfx1201"),
+                                           ("rx9070xt", "gfx1201"), ("mi25", "gfx900"),
+                                           ("mi50", "gfx906"), ("mi60", "gfx906")])
+def test_amd_guide_products_work_through_vulkan_and_hip(product, arch):
+    """IREE takes these names as --iree-vulkan-target and --iree-rocm-target alike."""
+    for api in ("vulkan", "hip"):
+        t = resolve_target(api, product)
+        assert t.arch == arch and t.supports(api)
+    # The board's own peaks, not the arch's (which has none).
+    assert resolve_target("hip", product).memory_gbps
+
+
+def test_mi100_is_rocm_only():
+    assert resolve_target("hip", "mi100").arch == "gfx908"
+    with pytest.raises(UserError, match="cannot be used with vulkan"):
+        resolve_target("vulkan", "mi100")
+
+
+@pytest.mark.parametrize("name, product", [("AMD Radeon RX 7800 XT (RADV NAVI32)", "rx7800xt"),
+                                           ("AMD Radeon RX 7700 XT", "rx7700xt"),
+                                           ("AMD Radeon RX 9070 (RADV GFX1201)", "rx9070"),
+                                           ("AMD Radeon RX 9070 XT", "rx9070xt"),
+                                           ("AMD Radeon RX 9060 XT", "rx9060xt"),
+                                           ("AMD Instinct MI100", "mi100")])
+def test_probed_amd_names_map_to_their_product(name, product):
+    api = "hip" if "MI100" in name else "vulkan"
+    info = DeviceInfo(driver=api, ordinal=0, identity=Identity(name=name, vendor="AMD"))
+    assert target_from_device(info, api).name == product
+
+
+def test_generic_vulkan_target_says_the_spirv_version_it_emits(tmp_path):
+    """vulkan-generic is what a compile without --vulkan-target gets: its description and its
+    spirv_version must name the version in the modules' headers (spirv-val runs on each)."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    from halbench.compiler import CompileOptions, compile_model
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 8])
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, tmp_path / "relu.onnx")
+    cm = compile_model(tmp_path / "relu.onnx", CompileOptions(target_devices=("vulkan",)))
+    generic = default_target("vulkan")
+    major, minor = (int(p) for p in generic.spirv_version.split("."))
+    modules = [v for k, v in cm.members.items() if k.endswith(".spv")]
+    assert modules
+    for spv in modules:
+        assert int.from_bytes(spv[4:8], "little") == (major << 16) | (minor << 8)
+    assert f"SPIR-V {generic.spirv_version}" in generic.description
+    assert all(t.spirv_version == generic.spirv_version for t in T.list_targets("vulkan")
+               if t.spirv_version)

@@ -14,7 +14,7 @@ bandwidth-copy     dst = src, vec4 grid-stride                                 b
 bandwidth-triad    a = b + s * c                                               bytes r + w
 fma-f32            32 independent FMA chains per thread, in registers          flops
 fma-f16            the same in half precision (needs shaderFloat16)            flops
-dot-int8           16 chains of 4-way int8 dot products (dp4a; CUDA only)      ops
+dot-int8           16 chains of 4-way int8 dot products (dp4a / OpSDot)         ops
 matrix-f16         cooperative matrix / WMMA f16 -> f32, operands in registers flops
 matrix-bf16        the same with bf16 operands (CUDA WMMA)                     flops
 latency-dispatch   one empty dispatch per submission                           -
@@ -26,6 +26,7 @@ transfer-d2h       buffer.read of ``bytes`` (host timed)                       b
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from dataclasses import dataclass, field
@@ -170,7 +171,7 @@ def _prepare_kernel(mb: MicroBenchmark) -> None:
         bufs, consts, workgroups = [out], [iters], (groups, 1, 1)
         per_iter = 128 if kind == "dot-int8" else 64  # 32 lanes x FMA(2), or 16 x dp4a(8)
         mb.metrics = {"flops": float(groups) * wg * iters * per_iter}
-        check = _check_finite(out)
+        check = _check_dot_int8(out, iters, mk.note) if kind == "dot-int8" else _check_finite(out)
     elif kind in ("matrix-f16", "matrix-bf16"):
         groups, iters = int(p["workgroups"]), int(p["iters"])
         m, n_, k, sub = mk.matrix
@@ -218,6 +219,34 @@ def _check_eq(buf, expected: np.ndarray):
         err = float(np.max(np.abs(got - expected))) if expected.size else 0.0
         return {"checked": True, "passed": bool(err <= 1e-6 * max(1.0, float(np.max(np.abs(expected))))),
                 "max_abs_error": err, "tolerance": 1e-6}
+    return check
+
+
+@functools.lru_cache(maxsize=8)
+def dot_int8_expected(iters: int) -> np.ndarray:
+    """What the dot-int8 kernel writes for threads with ``gid & 3`` = 0..3: 16 chains each,
+    ``x[j] = 16 * (gid & 3) + j``, then ``iters`` times ``x += dot4(x, b)`` on signed bytes with
+    ``b = 0x7f817f81`` (bytes -127, 127, -127, 127 from the least significant), wrapping at 32
+    bits; the sum of the chains as float32. (That ``b`` never brings a chain back to its start,
+    so a kernel that skipped iterations cannot pass.)"""
+    b = np.array([-127, 127, -127, 127], np.int64)
+    x = (16 * np.arange(4)[:, None] + np.arange(16)[None, :]).astype(np.int64)
+    shifts = 8 * np.arange(4)
+    for _ in range(iters):
+        lanes = (x[..., None] >> shifts) & 0xFF
+        lanes = np.where(lanes > 127, lanes - 256, lanes)
+        x = ((x + lanes @ b + 2**31) % 2**32) - 2**31
+    s = ((x.sum(axis=1) + 2**31) % 2**32) - 2**31
+    return s.astype(np.int32).astype(np.float32)
+
+
+def _check_dot_int8(buf, iters: int, note: str = ""):
+    def check() -> dict[str, Any]:
+        got = buf.read(np.float32)
+        want = np.resize(dot_int8_expected(iters), got.shape)  # thread gid gets want[gid & 3]
+        bad = int(np.count_nonzero(got != want))
+        return {"checked": True, "passed": bad == 0, "max_abs_error": float(np.max(np.abs(got - want))),
+                "tolerance": 0.0, "note": f"exact; {bad} of {got.size} threads differ" + (f"; {note}" if note else "")}
     return check
 
 

@@ -23,3 +23,5 @@ class MicroKernel:
     binary: Any  # halbench.hal.ExecutableBinary
     workgroup_size: int
     matrix: tuple[int, int, int, int] | None = None
+    #: How the kernel does its work where that varies by device (native or emulated int8 dot).
+    note: str = ""

@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 
 import jinja2
 
+from halbench.compiler.backends.glslang import spirv_requirements
 from halbench.compiler.codegen.kernels import Plan, as_dispatch, plan_dispatch
 from halbench.compiler.codegen.lang import Lang
 from halbench.compiler.codegen.tuning import Tuning, tuning_for
@@ -157,7 +158,8 @@ def generate_vulkan(d: Any, g: Graph, target: Any = None, abi: str = "all", *,
         name = re.sub(r"[^A-Za-z0-9_]+", "_", f"{disp.name}_{a}")
         spirv = _compile(sources[a], name, validate)
         entry = EntryPoint("main", len(disp.values) + plan.status + plan.scratch, 0, plan.workgroup_size)
-        out.append(GpuVariant(ABIS[a], t.name, spirv, entry, plan.workgroups, (), sources[a], "spv"))
+        out.append(GpuVariant(ABIS[a], t.name, spirv, entry, plan.workgroups, (), sources[a], "spv",
+                              spirv_requirements(spirv)))
     return out
 
 

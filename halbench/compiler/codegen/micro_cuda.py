@@ -61,21 +61,23 @@ extern "C" __global__ void __launch_bounds__(256) micro(float* out, uint iters) 
   for (int j = 0; j < 16; j++) s += __low2float(x[j]) + __high2float(x[j]);
   out[gid] = s;
 }""",
+    # 16 chains x[j] += dot4(bytes of x[j], bytes of b): each dot depends on the last, so no
+    # compiler can hoist it out of the loop; the result is exact (bench.micro checks it).
     "dot_int8": r"""
 extern "C" __global__ void __launch_bounds__(256) micro(float* out, uint iters) {
   uint gid = blockIdx.x * 256u + threadIdx.x;
-  int a = 0x01010101 * (int)(gid & 3u), b = 0x01fe01fe;
+  int b = 0x7f817f81;
   int x[16];
   #pragma unroll
-  for (int j = 0; j < 16; j++) x[j] = j;
+  for (int j = 0; j < 16; j++) x[j] = 16 * (int)(gid & 3u) + j;
   for (uint i = 0; i < iters; i++) {
     #pragma unroll
-    for (int j = 0; j < 16; j++) x[j] = __dp4a(a, b, x[j]);
+    for (int j = 0; j < 16; j++) x[j] = __dp4a(x[j], b, x[j]);
   }
-  int s = 0;
+  uint s = 0u;
   #pragma unroll
-  for (int j = 0; j < 16; j++) s += x[j];
-  out[gid] = (float)s;
+  for (int j = 0; j < 16; j++) s += (uint)x[j];
+  out[gid] = (float)(int)s;
 }""",
     # Tensor cores through WMMA: each warp keeps A, B fragments and accumulates iters products.
     "matrix_f16": r"""

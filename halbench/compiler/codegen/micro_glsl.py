@@ -97,9 +97,47 @@ void main() {
   uint sg = gl_WorkGroupID.x * (WG / gl_SubgroupSize) + gl_SubgroupID;
   STORE_C;
 }""",
+    # The CUDA kernel's 16 chains x[j] += dot4(x[j], b), through hb_dot4 (_DOT4: native OpSDot or
+    # the unpack-and-multiply emulation).
+    "dot_int8": """
+layout(local_size_x = 256) in;
+void main() {
+  uint iters = CONST(0);
+  int g = 16 * int(gl_GlobalInvocationID.x & 3u);
+  const int b = 0x7f817f81;
+  DECLARE_CHAINS
+  for (uint i = 0u; i < iters; i++) {
+    STEP_CHAINS
+  }
+  uint s = SUM_CHAINS;
+  B0(gl_GlobalInvocationID.x) = float(int(s));
+}""",
     "noop": """
 layout(local_size_x = 1) in;
 void main() {}""",
+}
+
+_CHAINS = 16
+
+#: int8 dot products of two ints holding 4 signed bytes each. glslang 13 has no
+#: GL_EXT_integer_dot_product, but GL_EXT_spirv_intrinsics lets GLSL name SPIR-V's OpSDot (4450,
+#: SPV_KHR_integer_dot_product; capabilities DotProduct 6019, DotProductInput4x8BitPacked 6018)
+#: with the packed 4x8 format operand (0). Devices without shaderIntegerDotProduct get the
+#: emulation: sign-extend each byte, multiply and add in 32 bits.
+_DOT4 = {
+    True: """
+#extension GL_EXT_spirv_intrinsics : require
+spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6019, 6018], id = 4450)
+int hb_sdot4x8packed(int a, int b, spirv_literal int packed_vector_format);
+int hb_dot4(int a, int b) { return hb_sdot4x8packed(a, b, 0); }
+""",
+    False: """
+int hb_dot4(int a, int b) {
+  ivec4 va = ivec4(a << 24, a << 16, a << 8, a) >> 24;
+  ivec4 vb = ivec4(b << 24, b << 16, b << 8, b) >> 24;
+  return va.x * vb.x + va.y * vb.y + va.z * vb.z + va.w * vb.w;
+}
+""",
 }
 
 # element type of each binding per kernel (vec4 for bandwidth kernels)
@@ -109,12 +147,14 @@ _BINDINGS: dict[str, tuple[str, ...]] = {
     "fma_f32": ("float",),
     "fma_f16": ("float",),
     "matrix_f16": ("float16_t", "float"),
+    "dot_int8": ("float",),
     "noop": ("uint",),
 }
 
 
 #: number of uint32 constants per kernel (the push-constant range must match exactly)
-CONSTANTS: dict[str, int] = {"copy": 1, "triad": 2, "fma_f32": 1, "fma_f16": 1, "matrix_f16": 1, "noop": 0}
+CONSTANTS: dict[str, int] = {"copy": 1, "triad": 2, "fma_f32": 1, "fma_f16": 1, "matrix_f16": 1,
+                             "dot_int8": 1, "noop": 0}
 
 
 def _push(kernel: str, abi: str) -> str:
@@ -149,4 +189,10 @@ def glsl_source(kernel: str, abi: str, defines: dict[str, int] | None = None) ->
         body = (body.replace("LOAD_A", f"coopMatLoad(A, P0, 0, {k}, gl_CooperativeMatrixLayoutRowMajor)")
                     .replace("LOAD_B", f"coopMatLoad(Bm, P0, {m * k}, {n}, gl_CooperativeMatrixLayoutRowMajor)")
                     .replace("STORE_C", f"coopMatStore(C0, P1, sg * {m * n}, {n}, gl_CooperativeMatrixLayoutRowMajor)"))
+    if kernel == "dot_int8":
+        n = range(_CHAINS)
+        body = (_DOT4[bool((defines or {}).get("DOT_NATIVE"))] + body)
+        body = (body.replace("DECLARE_CHAINS", " ".join(f"int x{j} = g + {j};" for j in n))
+                    .replace("STEP_CHAINS", " ".join(f"x{j} += hb_dot4(x{j}, b);" for j in n))
+                    .replace("SUM_CHAINS", " + ".join(f"uint(x{j})" for j in n)))
     return head + _bufs(kernel, abi) + "\n" + body + "\n"

@@ -21,6 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from halbench.tools import SPIRV_VERSION
+
 __all__ = [
     "MAX_GROUPS_X",
     "GemmTiles",
@@ -94,8 +96,8 @@ def tuning_for(target: Any, api: str) -> Tuning:
         shared = int(getattr(target, "shared_memory_bytes", 16 * 1024) or 16 * 1024)
     matrix = tuple(target.matrix_shapes(api)) if hasattr(target, "matrix_shapes") else ()
     arch = str(getattr(target, "arch", "") or "")
-    # compile_glsl always targets Vulkan 1.3, i.e. SPIR-V 1.6, whatever the table's version.
-    name = "spirv1.6" if api == "vulkan" else arch
+    # compile_glsl always targets Vulkan 1.3, i.e. SPIR-V 1.6 (tools.SPIRV_VERSION).
+    name = f"spirv{SPIRV_VERSION}" if api == "vulkan" else arch
     sizes = tuple(int(s) for s in getattr(target, "subgroup_sizes", ()) or ()) or (int(sub),)
     return Tuning(api, name, arch, int(sub), inv, shared, int(getattr(target, "compute_units", 0) or 0),
                   matrix, bool(getattr(target, "fp16", False)), bool(getattr(target, "bf16", False)),

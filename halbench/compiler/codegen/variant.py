@@ -22,6 +22,8 @@ class GpuVariant:
     constants: tuple[int, ...] = ()
     source: str = ""
     ext: str = "bin"
+    #: Device features the payload needs (Vulkan feature names: ``cooperativeMatrix``).
+    requires: tuple[str, ...] = ()
 
     def binary(self) -> ExecutableBinary:
         return ExecutableBinary(self.format, self.payload, (self.entry,), self.target)
