@@ -6,9 +6,13 @@ and a ScatterElements into a 10x4 tensor at row 12 (and -11). Each must be a one
 naming the dispatch and the index (the kernel clamps or skips the index and records it in its
 status slot), and a good call right after must return the right values (the slot is cleared).
 
-Usage (on the GPU machine, from the repository root):
+Usage:
     python scripts/gpu_bounds_check.py                      # every available device of the list
     python scripts/gpu_bounds_check.py vulkan:// cuda://    # these devices
+    python scripts/gpu_bounds_check.py --build DIR          # here: compile the bundles (vulkan,
+                                                            # cuda sm_90, local) into DIR
+    python scripts/gpu_bounds_check.py --bundles DIR vulkan:// cuda://   # there: use them
+The GPU machine has no MLIR compiler: build here, carry DIR, run there with --bundles.
 Exit status 0 when every line says ok.
 """
 
@@ -71,14 +75,28 @@ def main(argv: list[str]) -> int:
     from halbench.errors import HalbenchError
     from halbench.runtime import Module
 
+    if argv[:1] == ["--build"]:
+        out = Path(argv[1])
+        out.mkdir(parents=True, exist_ok=True)
+        for src in _models(Path(tempfile.mkdtemp(prefix="hb-bounds-"))):
+            compile_model(src, CompileOptions(target_devices=("vulkan", "cuda", "local"),
+                                               targets={"cuda": "sm_90"})).write(out / f"{src.stem}.hbx")
+        print(f"bundles in {out}")
+        return 0
+    given = None
+    if argv[:1] == ["--bundles"]:
+        given, argv = Path(argv[1]), argv[2:]
     up = {s.name for s in query_available_drivers() if s.available}
     devices = argv or [d for d in DEFAULT_DEVICES if d.partition("://")[0] in up]
     apis = sorted({"local" if d.startswith("local") else d.partition("://")[0] for d in devices})
-    tmp = Path(tempfile.mkdtemp(prefix="hb-bounds-"))
     bundles = {}
-    for src in _models(tmp):
-        bundles[src.stem] = tmp / f"{src.stem}.hbx"
-        compile_model(src, CompileOptions(target_devices=tuple(apis))).write(bundles[src.stem])
+    if given is not None:
+        bundles = {name: given / f"{name}.hbx" for name in ("gather", "scatter")}
+    else:
+        tmp = Path(tempfile.mkdtemp(prefix="hb-bounds-"))
+        for src in _models(tmp):
+            bundles[src.stem] = tmp / f"{src.stem}.hbx"
+            compile_model(src, CompileOptions(target_devices=tuple(apis))).write(bundles[src.stem])
     failures = 0
     print(f"{'device':16} {'case':22} result")
     for dev_uri in devices:
