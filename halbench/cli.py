@@ -136,8 +136,13 @@ def list_drivers(fmt: str) -> None:
               help="Also run every model with this peer runtime on the same devices (repeatable): "
                    "torch/eager, torch/cudagraph, torch/compile, onnxruntime/cpu, onnxruntime/cuda, "
                    "onnxruntime/tensorrt, iree. `halbench list-peers` says which are installed.")
+@click.option("--parallel", is_flag=True,
+              help="Run every device of this host at once: one pinned process per physical device.")
+@click.option("--cluster", default=None, metavar="ray://HOST:PORT|HOST:PORT|auto",
+              help="Run on every device of every node of a Ray cluster (needs halbench[fleet]).")
 def run_suite_cmd(suite: str, output: str, devices: tuple[str, ...], only: tuple[str, ...],
-                  report_path: str | None, no_progress: bool, resume: bool, peers: tuple[str, ...]) -> None:
+                  report_path: str | None, no_progress: bool, resume: bool, peers: tuple[str, ...],
+                  parallel: bool, cluster: str | None) -> None:
     """Run a benchmark SUITE (a YAML file, or a shipped suite name: smoke, models, device-peaks).
 
     Exit codes: 0 every benchmark ran and was correct (a benchmark skipped because its device or
@@ -154,9 +159,22 @@ def run_suite_cmd(suite: str, output: str, devices: tuple[str, ...], only: tuple
 
     peer_specs = [parse_peer(p) for p in peers]
     s = load_suite(suite)
-    results = run_suite(s, output, devices=list(devices) or None, only=list(only) or None,
-                        progress=not no_progress, command_line=["halbench", *sys.argv[1:]], resume=resume,
-                        peers=peer_specs)
+    common = {"devices": list(devices) or None, "only": list(only) or None, "progress": not no_progress,
+              "command_line": ["halbench", *sys.argv[1:]], "resume": resume}
+    if parallel and cluster:
+        from halbench.errors import BadOption
+
+        raise BadOption("--parallel and --cluster exclude each other (a cluster run is parallel already)")
+    if cluster:
+        from halbench.fleet.ray_fleet import run_cluster
+
+        results = run_cluster(cluster, s, output, peers=list(peers), **common)
+    elif parallel:
+        from halbench.fleet import run_parallel
+
+        results = run_parallel(s, output, peers=list(peers), **common)
+    else:
+        results = run_suite(s, output, peers=peer_specs, **common)
     counts: dict[str, int] = {}
     for b in results["benchmarks"]:
         counts[b["status"]] = counts.get(b["status"], 0) + 1
@@ -178,6 +196,14 @@ def run_suite_cmd(suite: str, output: str, devices: tuple[str, ...], only: tuple
         click.echo(f"report -> {report_path}")
     if counts.get("error") or counts.get("wrong"):
         sys.exit(1)
+
+
+@main.command("fleet-resources")
+def fleet_resources_cmd() -> None:
+    """This host's devices as Ray custom resources (JSON) for `ray start --resources`."""
+    from halbench.fleet.ray_fleet import fleet_resources
+
+    click.echo(json.dumps(fleet_resources()))
 
 
 def _probe_all() -> list:

@@ -82,7 +82,26 @@ def _migrate_1_to_2(doc: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
-MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {0: _migrate_0_to_1, 1: _migrate_1_to_2}
+def _migrate_2_to_3(doc: dict[str, Any]) -> dict[str, Any]:
+    """Version 2 ran on one machine: ``run.nodes`` gets that one node (named by the host name, its
+    ``run.host``) and every device its ``node``. Spans and busy devices were not recorded."""
+    doc = dict(doc)
+    run = doc.get("run")
+    if isinstance(run, dict) and isinstance(doc.get("devices"), dict):
+        host = run.get("host") if isinstance(run.get("host"), dict) else {}
+        node = str(host.get("hostname") or "local")
+        run = {**run, "nodes": run.get("nodes", {node: {"host": host, "halbench_version":
+                                                         run.get("halbench_version"),
+                                                         "git_commit": run.get("git_commit")}})}
+        doc["run"] = run
+        doc["devices"] = {k: ({**v, "node": v.get("node", node)} if isinstance(v, dict) else v)
+                          for k, v in doc["devices"].items()}
+    doc["schema_version"] = 3
+    return doc
+
+
+MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {
+    0: _migrate_0_to_1, 1: _migrate_1_to_2, 2: _migrate_2_to_3}
 
 
 def migrate(doc: dict[str, Any], *, source: str = "results") -> dict[str, Any]:
@@ -171,6 +190,10 @@ def _validate_run(run: dict) -> None:
     for i, arg in enumerate(_get(run, "command_line", "run", list, required=False) or []):
         if not isinstance(arg, str):
             _fail(f"run.command_line[{i}]", f"expected str, got {_type_name(arg)}")
+    for name, node in (_get(run, "nodes", "run", dict) or {}).items():
+        if not name or not isinstance(node, dict):
+            _fail(f"run.nodes.{name}", f"expected a node name and a dict, got {_type_name(node)}")
+        _get(node, "host", f"run.nodes.{name}", dict, required=False)
     suite = _get(run, "suite", "run", dict, required=False, nullable=True)
     if suite:
         gate = _get(suite, "gate", "run.suite", dict, required=False, nullable=True)
@@ -178,11 +201,14 @@ def _validate_run(run: dict) -> None:
             _validate_gate(gate, "run.suite.gate")
 
 
-def _validate_device(uri: str, dev: Any) -> None:
+def _validate_device(uri: str, dev: Any, nodes: dict) -> None:
     path = f"devices.{uri}"
     if not isinstance(dev, dict):
         _fail(path, f"expected dict (a DeviceInfo.to_dict()), got {_type_name(dev)}")
     _get(dev, "driver", path, str)
+    node = _get(dev, "node", path, str)
+    if node not in nodes:
+        _fail(f"{path}.node", f"{node!r} is not listed under run.nodes")
     identity = _get(dev, "identity", path, dict)
     _get(identity, "name", f"{path}.identity", str)
     peaks = _get(dev, "published_peaks", path, dict, required=False, nullable=True)
@@ -266,6 +292,14 @@ def _validate_benchmark(bench: Any, path: str, devices: dict) -> tuple[str, str,
         _opt_number(metrics, key, f"{path}.metrics")
     for i, disp in enumerate(_get(bench, "dispatches", path, list, required=False) or []):
         _validate_dispatch(disp, f"{path}.dispatches[{i}]")
+    for i, span in enumerate(_get(bench, "spans", path, list, required=False) or []):
+        if not (isinstance(span, list) and len(span) == 2):
+            _fail(f"{path}.spans[{i}]", f"expected [start, end], got {span!r:.40}")
+        if _number(span[1], f"{path}.spans[{i}][1]") < _number(span[0], f"{path}.spans[{i}][0]"):
+            _fail(f"{path}.spans[{i}]", "ends before it starts")
+    for i, other in enumerate(_get(bench, "busy", path, list, required=False, nullable=True) or []):
+        if other not in devices:
+            _fail(f"{path}.busy[{i}]", f"{other!r:.60} is not listed under devices")
     return name, device, runtime
 
 
@@ -282,10 +316,11 @@ def validate(doc: Any) -> None:
         _fail("schema_version", f"expected {SCHEMA_VERSION}, got {version} (migrate it first)")
     if _get(doc, "kind", "", str) != KIND:
         _fail("kind", f"expected {KIND!r}, got {doc['kind']!r}")
-    _validate_run(_get(doc, "run", "", dict))
+    run = _get(doc, "run", "", dict)
+    _validate_run(run)
     devices = _get(doc, "devices", "", dict)
     for uri, dev in devices.items():
-        _validate_device(uri, dev)
+        _validate_device(uri, dev, run["nodes"])
     seen: set[tuple[str, str, str]] = set()
     for i, bench in enumerate(_get(doc, "benchmarks", "", list)):
         key = _validate_benchmark(bench, f"benchmarks[{i}]", devices)
