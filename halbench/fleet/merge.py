@@ -131,7 +131,9 @@ class Fleet:
         for (_rep, *key), r in sorted(self.journal.done.items(), key=lambda kv: kv[0][0]):
             k = tuple(key)
             entries[k] = r if k not in entries else merge_repetition(entries[k], r)
-        for r in self.lost + self.extra:
+        for r in self.lost:  # a benchmark missing repetitions did not finish: the error stands
+            entries[r.key] = r
+        for r in self.extra:
             entries.setdefault(r.key, r)
         devices = dict(self.journal.devices)
         benchmarks = tuple(busy_devices(list(entries.values()), devices))
