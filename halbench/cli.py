@@ -548,6 +548,18 @@ RUNTIME_OPTIONS = [
 ]
 
 
+MATCH_BY = click.option("--match-by", "match_by", type=click.Choice(["device", "model"]), default="device",
+                        show_default=True,
+                        help="Pair entries by device key, or by device model: fleet results whose units "
+                             "differ (other nodes, other GPUs of one model) meet by model, units pooled.")
+
+
+def _matched(doc: dict, match_by: str) -> dict:
+    from halbench.reports.fleet import by_model
+
+    return by_model(doc) if match_by == "model" else doc
+
+
 def _runtime_options(f):
     for option in reversed(RUNTIME_OPTIONS):
         f = option(f)
@@ -561,9 +573,10 @@ def _runtime_options(f):
               show_default=True, help="Output format (JSON is strict: null, never NaN/Infinity).")
 @_limit_options
 @_runtime_options
+@MATCH_BY
 def compare_cmd(base: str, new: str | None, fmt: str, threshold: float | None,
                 noise_floor_ms: float | None, gate_file: str | None, baseline_runtime: str | None,
-                candidate_runtime: str | None) -> None:
+                candidate_runtime: str | None, match_by: str) -> None:
     """Compare two results files: per benchmark, medians, change, bounds and the gate's verdict.
 
     The verdict per row is the gate's own decision with the gate's limits (from the BASE file's
@@ -581,8 +594,8 @@ def compare_cmd(base: str, new: str | None, fmt: str, threshold: float | None,
     across = baseline_runtime is not None or candidate_runtime is not None
     if new is None and not across:
         raise BadOption("compare needs NEW, or --baseline-runtime NAME to compare runtimes within BASE")
-    b = read_results(base)
-    n = b if new is None else read_results(new)
+    b = _matched(read_results(base), match_by)
+    n = b if new is None else _matched(read_results(new), match_by)
     new = base if new is None else new
     sides = match(b, n, baseline_runtime, candidate_runtime, base_label=base, new_label=new)
     settings, warnings = resolve_settings(b, n, gate_file=gate_file, threshold=threshold,
@@ -612,11 +625,12 @@ def compare_cmd(base: str, new: str | None, fmt: str, threshold: float | None,
 @click.option("--allow-device-mismatch", is_flag=True,
               help="Judge even when device UUID, name or driver version differ.")
 @click.option("--debug", is_flag=True, help="Show the traceback of an internal error.")
+@MATCH_BY
 @click.pass_context
 def gate_cmd(ctx: click.Context, baseline: str | None, candidate: str, threshold: float | None,
              noise_floor_ms: float | None, gate_file: str | None, baseline_runtime: str | None,
              candidate_runtime: str | None, inconclusive: str, summary: str | None,
-             junit: str | None, allow_device_mismatch: bool, debug: bool) -> None:
+             junit: str | None, allow_device_mismatch: bool, debug: bool, match_by: str) -> None:
     """Judge CANDIDATE against BASELINE: PASS, REGRESSION or INCONCLUSIVE.
 
     \b
@@ -662,7 +676,8 @@ def gate_cmd(ctx: click.Context, baseline: str | None, candidate: str, threshold
             raise BadOption("gate needs --baseline, or --baseline-runtime NAME to judge runtimes "
                             "within the candidate")
         report = _gate_report(baseline, candidate, threshold, noise_floor_ms, gate_file,
-                              allow_device_mismatch, inconclusive, (baseline_runtime, candidate_runtime))
+                              allow_device_mismatch, inconclusive, (baseline_runtime, candidate_runtime),
+                              match_by)
         _write_gate_outputs(report, summary, junit)
     except BadOption as e:  # an option the input cannot satisfy: one line, exit 2
         click.echo(f"halbench gate: error: {e}", err=True)
@@ -687,14 +702,14 @@ def gate_cmd(ctx: click.Context, baseline: str | None, candidate: str, threshold
 def _gate_report(baseline: str | None, candidate: str, threshold: float | None,
                  noise_floor_ms: float | None, gate_file: str | None,
                  allow_device_mismatch: bool, inconclusive: str,
-                 runtimes: tuple[str | None, str | None] = (None, None)):
+                 runtimes: tuple[str | None, str | None] = (None, None), match_by: str = "device"):
     from halbench.bench.results import read_results
     from halbench.errors import BadOption
     from halbench.reports import gate
 
     try:
-        base = None if baseline is None else read_results(baseline)
-        cand = read_results(candidate)
+        base = None if baseline is None else _matched(read_results(baseline), match_by)
+        cand = _matched(read_results(candidate), match_by)
         base = cand if base is None else base  # one file: its runtimes against each other
         return gate.run_gate(base, cand, threshold=threshold, noise_floor_ms=noise_floor_ms,
                              gate_file=gate_file, allow_device_mismatch=allow_device_mismatch,

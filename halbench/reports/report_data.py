@@ -13,6 +13,7 @@ from typing import Any
 from halbench.bench.schema import HALBENCH
 from halbench.bench.stats import Stats, noisy_warning
 from halbench.reports.compare import timing_samples
+from halbench.reports.fleet import fleet_section
 from halbench.reports.report_runtimes import correctness_note, peer_columns, runtimes_section
 from halbench.reports.runtimes import where
 
@@ -370,6 +371,7 @@ def build_context(docs: list[tuple[Path, dict[str, Any]]]) -> dict[str, Any]:
                     "uris": [c["uri"] for c in devcols], "rows": _device_rows(devcols)},
         "models": {"rows": model_rows, "columns": _public(model_cols), "peer_columns": peer_cols},
         "runtimes": runtimes_section([(label, doc) for label, (_, doc) in zip(labels, docs)]),
+        "fleet": fleet_section([(label, doc) for label, (_, doc) in zip(labels, docs)]),
         "ratio_reference": "the same device's median in the first file" if len(docs) > 1
         else "the first column's median",
         "micros": {"rows": micro_rows, "columns": _public(micro_cols)},
