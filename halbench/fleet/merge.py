@@ -80,10 +80,12 @@ class Fleet:
 
     def __init__(self, output: str, suite: Suite, nodes: dict[str, Any], resume: bool,
                  command_line: list[str] | None) -> None:
+        from halbench.bench.runner import node_info
+
         started = _now()
-        first = next(iter(nodes.values()), {})
+        _, here = node_info()  # run.host: where halbench ran (the driver); run.nodes: where devices are
         run = RunInfo(f"{started.replace(':', '-')}-{_uuid.uuid4().hex[:4]}", __version__,
-                      first.get("git_commit"), first.get("host") or {}, started,
+                      here["git_commit"], here["host"], started,
                       tuple(command_line or sys.argv), suite.to_dict(), nodes=nodes)
         self.output, self.suite = Path(output), suite
         self.journal = Journal.open(self.output, suite.sha256, run, resume)

@@ -8,10 +8,11 @@
    only when no node of the cluster declares any (then by node affinity alone, with a warning).
 3. Ship the compile cache's bundles once per node through the object store (one ``ray.put``, one
    staging task per node) so nodes without the compiler run precompiled bundles.
-4. Run one streaming task per unit (``fleet.units.run_unit`` on the node): its journal records
-   come back as they are written and go into the output's journal at once. A node that dies ends
-   its tasks' streams: their unfinished benchmarks become errors that say so, the journal stays,
-   and ``--resume`` runs only those.
+4. Run one task per unit (``fleet.units.run_unit`` on the node): its journal records come back
+   as they are written, through a queue actor on the head node (Ray's streaming generators do not
+   work through Ray Client), and go into the output's journal at once. A node that dies fails its
+   tasks: their unfinished benchmarks become errors that say so, the journal stays, and
+   ``--resume`` runs only those.
 """
 
 from __future__ import annotations
@@ -88,13 +89,50 @@ def _bundles_blob() -> bytes | None:
     return buf.getvalue()
 
 
-def _unit_here(unit: Any, suite_name: str, suite_text: bytes, kwargs: dict[str, Any]) -> Any:
+def _unit_here(unit: Any, suite_name: str, suite_text: bytes, kwargs: dict[str, Any], queue: Any) -> int:
+    """The unit task: run the unit's worker on this node, each record into ``queue`` as it comes."""
     from halbench.fleet.units import run_unit
 
+    n = 0
     with tempfile.TemporaryDirectory(prefix="halbench-suite-") as d:
         path = Path(d) / suite_name
         path.write_bytes(suite_text)
-        yield from run_unit(unit, str(path), **kwargs)
+        for rec in run_unit(unit, str(path), **kwargs):
+            queue.put(rec)
+            n += 1
+    return n
+
+
+def _stream(ray: Any, task: Any, args: tuple, head: str | None) -> Any:
+    """Submit a unit task and yield its records as they arrive. They travel through a queue actor
+    on the head node (streaming generators do not work through Ray Client); a task whose node died
+    raises here, after every record it sent has been yielded."""
+    from ray.util.queue import Empty, Queue
+
+    opts: dict[str, Any] = {"num_cpus": 0}
+    if head:
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        opts["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node_id=head, soft=True)
+    queue = Queue(actor_options=opts)
+    try:
+        ref = task.remote(*args, queue)
+        while True:
+            try:
+                yield queue.get(timeout=0.5)
+                continue
+            except Empty:
+                pass
+            if ray.wait([ref], timeout=0)[0]:
+                while True:  # what it sent before it ended
+                    try:
+                        yield queue.get_nowait()
+                    except Empty:
+                        break
+                ray.get(ref)  # raises for a lost node or a failed task
+                return
+    finally:
+        queue.shutdown(force=True)
 
 
 def _connect(ray: Any, address: str) -> bool:
@@ -214,16 +252,16 @@ def _run(ray: Any, suite: Suite, output: str, devices: list[str] | None, only: l
         run = fleet.run.to_dict()
         text = Path(suite.path).read_bytes()
         where = dict(units)
+        reserve = any(k.startswith("halbench_gpu_") for f in found for k in f["resources"])
+        head = next((n["NodeID"] for n in ray.nodes() if n.get("Alive")
+                     and "node:__internal_head__" in (n.get("Resources") or {})), None)
 
         def start(unit: Any) -> Any:
             kwargs = {"run": run, "only_done": fleet.done_of(unit), "device_infos": fleet.infos_of(unit),
                       "peers": peers, "suffix": f"@{unit.node}", "command_line": command_line}
-            resources = {unit.resource: 1} if any(k.startswith("halbench_gpu_") for f in found
-                                                  for k in f["resources"]) else {}
-            gen = unit_task.options(scheduling_strategy=_affinity(where[unit]), resources=resources,
-                                    num_returns="streaming").remote(unit, Path(suite.path).name, text, kwargs)
-            for ref in gen:
-                yield ray.get(ref)
+            return _stream(ray, unit_task.options(scheduling_strategy=_affinity(where[unit]),
+                                                  resources={unit.resource: 1} if reserve else {}),
+                           (unit, Path(suite.path).name, text, kwargs), head)
 
         collect(fleet, [u for u, _ in units], start, progress)
         return fleet.finish()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -34,8 +35,13 @@ def cluster():
 
     ray_constants.ENABLE_RAY_CLUSTER = False
 
+    with socket.socket() as sock:  # a free port for the Ray Client server
+        sock.bind(("127.0.0.1", 0))
+        client_port = sock.getsockname()[1]
     c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False,
-                                                      "node_ip_address": "127.0.0.1"})
+                                                      "node_ip_address": "127.0.0.1",
+                                                      "ray_client_server_port": client_port})
+    c.client_port = client_port
     try:
         nodes = {r: c.add_node(num_cpus=1, resources={r: 1}, node_ip_address="127.0.0.1") for r in (SYNC, TASK)}
         c.wait_for_nodes(timeout=120)
@@ -85,6 +91,21 @@ def test_two_nodes_one_merged_file_and_report(cluster, tmp_path: Path) -> None:
     assert sync in html and task in html and "Fleet" in html
 
 
+def test_ray_client_from_another_process_through_the_cli(cluster, tmp_path: Path) -> None:
+    """A laptop's view: `--cluster ray://HOST:PORT` (Ray Client) from a process outside the cluster."""
+    c, _ = cluster
+    out = tmp_path / "client.json"
+    r = subprocess.run([sys.executable, "-m", "halbench", "run-suite", "smoke", "--cluster",
+                        f"ray://127.0.0.1:{c.client_port}", "--only", "tiny-mlp/b1", "-o", str(out),
+                        "--no-progress", "--report", str(tmp_path / "client.html")],
+                       check=False, capture_output=True, text=True, timeout=300, cwd=ROOT,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 0, r.stderr[-2000:]
+    doc = read_results(out)
+    assert sorted(k.split("@")[0] for k in doc["devices"]) == ["local-sync://0", "local-task://0"]
+    assert all(b["status"] == "ok" for b in doc["benchmarks"]) and len(doc["benchmarks"]) == 2
+
+
 def test_a_node_that_dies_loses_only_its_unfinished_benchmarks(cluster, tmp_path: Path) -> None:
     from halbench.fleet.ray_fleet import run_cluster
 
@@ -126,7 +147,7 @@ def test_a_node_that_dies_loses_only_its_unfinished_benchmarks(cluster, tmp_path
 def test_cluster_without_ray_is_one_line(tmp_path: Path) -> None:
     code = ("import sys; sys.modules['ray'] = None; from halbench.cli import main; "
             "main(['run-suite', 'smoke', '--cluster', 'auto', '-o', sys.argv[1]])")
-    r = subprocess.run([sys.executable, "-c", code, str(tmp_path / "r.json")], capture_output=True, text=True,
+    r = subprocess.run([sys.executable, "-c", code, str(tmp_path / "r.json")], check=False, capture_output=True, text=True,
                        timeout=120, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert r.returncode == 1, r.stderr
     assert r.stderr.strip().count("\n") == 0 and "pip install 'halbench[fleet]'" in r.stderr
