@@ -103,6 +103,20 @@ def _unit_here(unit: Any, suite_name: str, suite_text: bytes, kwargs: dict[str, 
     return n
 
 
+def _home_node(ray: Any) -> str | None:
+    """Where the record queues live: this driver's node, else (Ray Client) the head node; never a
+    node that runs units, whose death would take other units' records along."""
+    try:
+        node = ray.get_runtime_context().get_node_id()
+    except Exception:  # noqa: BLE001 - Ray Client has no node of its own
+        node = None
+    alive = {n["NodeID"]: n for n in ray.nodes() if n.get("Alive")}
+    if node in alive:
+        return node
+    return next((i for i, n in alive.items() if any(k.startswith("node:__internal_head__")
+                                                    for k in n.get("Resources") or {})), None)
+
+
 def _stream(ray: Any, task: Any, args: tuple, head: str | None) -> Any:
     """Submit a unit task and yield its records as they arrive. They travel through a queue actor
     on the head node (streaming generators do not work through Ray Client); a task whose node died
@@ -113,7 +127,7 @@ def _stream(ray: Any, task: Any, args: tuple, head: str | None) -> Any:
     if head:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        opts["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node_id=head, soft=True)
+        opts["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node_id=head, soft=False)
     queue = Queue(actor_options=opts)
     try:
         ref = task.remote(*args, queue)
@@ -253,8 +267,7 @@ def _run(ray: Any, suite: Suite, output: str, devices: list[str] | None, only: l
         text = Path(suite.path).read_bytes()
         where = dict(units)
         reserve = any(k.startswith("halbench_gpu_") for f in found for k in f["resources"])
-        head = next((n["NodeID"] for n in ray.nodes() if n.get("Alive")
-                     and "node:__internal_head__" in (n.get("Resources") or {})), None)
+        head = _home_node(ray)
 
         def start(unit: Any) -> Any:
             kwargs = {"run": run, "only_done": fleet.done_of(unit), "device_infos": fleet.infos_of(unit),

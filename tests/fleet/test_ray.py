@@ -136,7 +136,7 @@ def test_a_node_that_dies_loses_only_its_unfinished_benchmarks(cluster, tmp_path
     sync = next(v for k, v in benches.items() if k.startswith("local-sync://0@"))
     task = next(v for k, v in benches.items() if k.startswith("local-task://0@"))
     assert len(sync) == len(task) == 5
-    assert all(b["status"] == "ok" for b in sync)  # the other node is untouched
+    assert all(b["status"] == "ok" for b in sync), [b["error"] for b in sync]  # the other node is untouched
     lost = [b for b in task if b["status"] != "ok"]
     assert lost and all(b["status"] == "error" and "was lost" in b["error"] for b in lost)
     assert journal.exists()
