@@ -9,13 +9,28 @@
 # way scripts/gpu_peers.sh stages it (XDG_CACHE_HOME=/tmp/hbcache). Here, on the dev machine:
 #   XDG_CACHE_HOME=$PWD/.hbcache python scripts/precompile.py models vulkan=h100 cuda=h100
 # (use vulkan=h200 cuda=h200 for the H200s); carry .hbcache/halbench/bundles.
-# Ray comes as wheels in .hbw (pip download ray==2.60.0 -d .hbw, its dependencies included),
-# installed into /tmp/site by scripts/gpu_peers.sh setup.
+# Ray comes as wheels; the ray wheel (79 MB) is larger than one carry (64 MiB), so it travels in
+# two parts. Here (the dev machine):
+#   pip download "ray[client]==2.60.0" -d /tmp/rw --only-binary=:all: --python-version 3.11 \
+#       --platform manylinux2014_x86_64
+#   mkdir -p .rayw1 .rayw2 && ls /tmp/rw > .rayw1/names
+#   split -b 40M /tmp/rw/ray-2.60.0-*.whl .rayw1/ray.part. && mv .rayw1/ray.part.ab .rayw2/
+#   cp $(ls /tmp/rw/*.whl | grep -v /ray-2) .rayw2/
 # Usage there:  source .gpu/setup.sh
 #               scripts/gpu_peers.sh setup .hbcache/halbench   (or: scripts/gpu_peers.sh stage DIR)
+#               scripts/fleet_gpu_check.sh stage-ray .rayw1     (carry .rayw1; then the same with .rayw2)
+#               scripts/fleet_gpu_check.sh install-ray          (joins the parts, installs into /tmp/site)
 #               scripts/fleet_gpu_check.sh [SUITE]              (LIMIT=seconds per mode, default 170)
 # A dry run without a GPU: DEVICES="local-sync:// local-task://" ONLY=tiny-mlp/b1 scripts/fleet_gpu_check.sh smoke
 set -u
+if [ "${1:-}" = stage-ray ]; then mkdir -p /tmp/rayw; cp -r "$2"/* /tmp/rayw/; ls -la /tmp/rayw; exit 0; fi
+if [ "${1:-}" = install-ray ]; then
+  cd /tmp/rayw || exit 2
+  whl=$(grep '^ray-2' names | head -1)
+  [ -f "$whl" ] || cat ray.part.* > "$whl"
+  python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site ./*.whl
+  PYTHONPATH=/tmp/site python3 -c 'import ray; print("ray", ray.__version__)'; exit $?
+fi
 OUT=${OUT:-out}; mkdir -p "$OUT"
 SUITE=${1:-models}
 export PYTHONPATH="$PWD:/tmp/site" PYTHONUNBUFFERED=1 XDG_RUNTIME_DIR=/tmp XDG_CACHE_HOME=${XDG_CACHE_HOME:-/tmp/hbcache}
