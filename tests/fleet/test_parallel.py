@@ -139,3 +139,16 @@ def test_a_killed_worker_loses_only_its_unfinished_benchmarks_and_resume_runs_th
         start = sum(task_again[name]["blocks"][:rep])
         assert task_again[name]["device_ms"][start:start + len(ms)] == ms
     assert not journal.exists()
+
+
+def test_fleet_resources_and_exclusive_modes(tmp_path: Path) -> None:
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "halbench", *args], check=False, capture_output=True,
+                              text=True, timeout=120, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+    r = cli("fleet-resources")
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout)
+    assert res["halbench_gpu_local-sync___0"] == 1 and res["halbench_gpu_local-task___0"] == 1
+    r = cli("run-suite", "smoke", "--parallel", "--cluster", "auto", "-o", str(tmp_path / "r.json"))
+    assert r.returncode != 0 and "exclude each other" in r.stderr and r.stderr.count("\n") == 1
