@@ -103,10 +103,17 @@ def run_unit(unit: Unit, suite_path: str, *, run: dict[str, Any], only_done: lis
             "node": unit.node, "stream_fd": w, "command_line": command_line}
     (folder / "spec.json").write_text(json.dumps(spec), encoding="utf-8")
     log = open(folder / "worker.log", "wb")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen([sys.executable, "-m", "halbench.fleet.worker", str(folder / "spec.json")],
-                            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, pass_fds=(w,),
-                            env={**os.environ, **unit.env()}, start_new_session=True)
-    os.close(w)
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "halbench.fleet.worker", str(folder / "spec.json")],
+                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, pass_fds=(w,),
+                                env={**os.environ, **unit.env()}, start_new_session=True)
+    except OSError:
+        log.close()
+        os.close(r)
+        tmp.cleanup()
+        raise
+    finally:
+        os.close(w)
     try:
         with os.fdopen(r, encoding="utf-8") as stream:
             for line in stream:
