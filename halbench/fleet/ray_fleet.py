@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -202,8 +203,14 @@ def _discover(ray: Any, suite: Suite, only: list[str] | None, devices: list[str]
             continue
         found.append({**d, "node_id": n["NodeID"], "resources": n.get("Resources") or {}})
     names = [f["node"] for f in found]
-    for f in found:  # one host may hold several nodes (a test cluster): tell them apart
-        f["name"] = f["node"] if names.count(f["node"]) == 1 else f"{f['node']}-{f['node_id'][:6]}"
+    for f in found:  # one host may hold several nodes (a test cluster): tell them apart, by the
+        # devices they declare where they do (stable across restarts: --resume finds them again)
+        if names.count(f["node"]) > 1:
+            declared = sorted(k for k in f["resources"] if k.startswith("halbench_gpu_"))
+            tag = hashlib.sha256(" ".join(declared).encode()).hexdigest()[:6] if declared else f["node_id"][:6]
+            f["name"] = f"{f['node']}-{tag}"
+        else:
+            f["name"] = f["node"]
     return found, warnings
 
 

@@ -141,7 +141,24 @@ def test_a_node_that_dies_loses_only_its_unfinished_benchmarks(cluster, tmp_path
     assert lost and all(b["status"] == "error" and "was lost" in b["error"] for b in lost)
     assert journal.exists()
     recs = [json.loads(x) for x in journal.read_text().splitlines()]
-    assert any(r["type"] == "result" and r["result"]["device"].startswith("local-task://0@") for r in recs)
+    finished = {(r["rep"], r["result"]["name"]): r["result"]["samples"]["device_ms"] for r in recs
+                if r["type"] == "result" and r["result"]["device"].startswith("local-task://0@")}
+    assert finished
+    # the node comes back (same devices declared, so the same node name): --resume runs only what
+    # is missing; what either node finished is kept as it was
+    nodes[TASK] = c.add_node(num_cpus=1, resources={TASK: 1}, node_ip_address="127.0.0.1")
+    c.wait_for_nodes(timeout=120)
+    again = run_cluster(c.address, load_suite("smoke"), out, only=["tiny-*", "peak/latency/*"], progress=False,
+                        resume=True)
+    by = _by_device(again)
+    assert sorted(by) == sorted(benches)  # the same device keys: the same node names
+    assert all(b["status"] == "ok" for b in again["benchmarks"]) and not journal.exists()
+    assert [b["samples"] for b in by[next(k for k in by if k.startswith("local-sync"))]] == \
+        [b["samples"] for b in sync]
+    task_again = {b["name"]: b["samples"] for k, v in by.items() if k.startswith("local-task") for b in v}
+    for (rep, name), ms in finished.items():
+        start = sum(task_again[name]["blocks"][:rep])
+        assert task_again[name]["device_ms"][start:start + len(ms)] == ms
 
 
 def test_cluster_without_ray_is_one_line(tmp_path: Path) -> None:
