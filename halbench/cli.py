@@ -158,8 +158,13 @@ def list_drivers(fmt: str) -> None:
               help="Also run every model with this peer runtime on the same devices (repeatable): "
                    "torch/eager, torch/cudagraph, torch/compile, onnxruntime/cpu, onnxruntime/cuda, "
                    "onnxruntime/tensorrt, iree. `halbench list-peers` says which are installed.")
+@click.option("--parallel", is_flag=True,
+              help="Run every device of this host at once: one pinned process per physical device.")
+@click.option("--cluster", default=None, metavar="ray://HOST:PORT|HOST:PORT|auto",
+              help="Run on every device of every node of a Ray cluster (needs halbench[fleet]).")
 def run_suite_cmd(suite: str, output: str, devices: tuple[str, ...], only: tuple[str, ...],
-                  report_path: str | None, no_progress: bool, resume: bool, peers: tuple[str, ...]) -> None:
+                  report_path: str | None, no_progress: bool, resume: bool, peers: tuple[str, ...],
+                  parallel: bool, cluster: str | None) -> None:
     """Run a benchmark SUITE (a YAML file, or a shipped suite name: smoke, models, device-peaks).
 
     Exit codes: 0 every benchmark ran and was correct (one skipped because a feature is missing
@@ -182,9 +187,22 @@ def run_suite_cmd(suite: str, output: str, devices: tuple[str, ...], only: tuple
         from halbench.errors import BadOption
 
         raise BadOption(str(e)) from None
-    results = run_suite(s, output, devices=list(devices) or None, only=list(only) or None,
-                        progress=not no_progress, command_line=["halbench", *sys.argv[1:]], resume=resume,
-                        peers=peer_specs)
+    common = {"devices": list(devices) or None, "only": list(only) or None, "progress": not no_progress,
+              "command_line": ["halbench", *sys.argv[1:]], "resume": resume}
+    if parallel and cluster:
+        from halbench.errors import BadOption
+
+        raise BadOption("--parallel and --cluster exclude each other (a cluster run is parallel already)")
+    if cluster:
+        from halbench.fleet.ray_fleet import run_cluster
+
+        results = run_cluster(cluster, s, output, peers=list(peers), **common)
+    elif parallel:
+        from halbench.fleet import run_parallel
+
+        results = run_parallel(s, output, peers=list(peers), **common)
+    else:
+        results = run_suite(s, output, peers=peer_specs, **common)
     counts: dict[str, int] = {}
     for b in results["benchmarks"]:
         counts[b["status"]] = counts.get(b["status"], 0) + 1
@@ -222,6 +240,17 @@ def run_suite_cmd(suite: str, output: str, devices: tuple[str, ...], only: tuple
         click.echo(f"error: device {uri} is named explicitly but is not here: {why}", err=True)
     if counts.get("error") or counts.get("wrong") or missing:
         sys.exit(1)
+
+
+@main.command("fleet-resources")
+@click.option("--format", "fmt", type=click.Choice(["json", "text"]), default="json", show_default=True,
+              help="json: what `ray start --resources` takes; text: one resource per line.")
+def fleet_resources_cmd(fmt: str) -> None:
+    """This host's devices as Ray custom resources (JSON) for `ray start --resources`."""
+    from halbench.fleet.ray_fleet import fleet_resources
+
+    res = fleet_resources()
+    click.echo(json.dumps(res) if fmt == "json" else "\n".join(f"{k} {v}" for k, v in res.items()))
 
 
 def _probe_all() -> list:
@@ -583,6 +612,18 @@ RUNTIME_OPTIONS = [
 ]
 
 
+MATCH_BY = click.option("--match-by", "match_by", type=click.Choice(["device", "model"]), default="device",
+                        show_default=True,
+                        help="Pair entries by device key, or by device model: fleet results whose units "
+                             "differ (other nodes, other GPUs of one model) meet by model, units pooled.")
+
+
+def _matched(doc: dict, match_by: str) -> dict:
+    from halbench.reports.fleet import by_model
+
+    return by_model(doc) if match_by == "model" else doc
+
+
 def _runtime_options(f):
     for option in reversed(RUNTIME_OPTIONS):
         f = option(f)
@@ -627,9 +668,10 @@ def _two_file_options(f):
               show_default=True, help="Output format (JSON is strict: null, never NaN/Infinity).")
 @_limit_options
 @_runtime_options
+@MATCH_BY
 def compare_cmd(files: tuple[str, ...], baseline: str | None, candidate: str | None, fmt: str,
                 threshold: float | None, noise_floor_ms: float | None, gate_file: str | None,
-                baseline_runtime: str | None, candidate_runtime: str | None) -> None:
+                baseline_runtime: str | None, candidate_runtime: str | None, match_by: str) -> None:
     """Compare two results files: per benchmark, medians, change, bounds and the gate's verdict.
 
     The files: BASELINE CANDIDATE as arguments, or --baseline/--candidate (as the gate takes
@@ -654,8 +696,8 @@ def compare_cmd(files: tuple[str, ...], baseline: str | None, candidate: str | N
     if new is None and not across:
         raise BadOption("compare needs CANDIDATE, or --baseline-runtime NAME to compare runtimes "
                         "within BASELINE")
-    b = read_results(base)
-    n = b if new is None else read_results(new)
+    b = _matched(read_results(base), match_by)
+    n = b if new is None else _matched(read_results(new), match_by)
     new = base if new is None else new
     sides = match(b, n, baseline_runtime, candidate_runtime, base_label=base, new_label=new)
     settings, warnings = resolve_settings(b, n, gate_file=gate_file, threshold=threshold,
@@ -685,12 +727,13 @@ def compare_cmd(files: tuple[str, ...], baseline: str | None, candidate: str | N
 @click.option("--format", "fmt", type=click.Choice(["text", "markdown", "json"]), default="text",
               show_default=True, help="Output format (JSON is strict: null, never NaN/Infinity).")
 @click.option("--debug", is_flag=True, help="Show the traceback of an internal error.")
+@MATCH_BY
 @click.pass_context
 def gate_cmd(ctx: click.Context, files: tuple[str, ...], baseline: str | None, candidate: str | None,
              threshold: float | None, noise_floor_ms: float | None, gate_file: str | None,
              baseline_runtime: str | None, candidate_runtime: str | None, inconclusive: str,
              summary: str | None, junit: str | None, allow_device_mismatch: bool, fmt: str,
-             debug: bool) -> None:
+             debug: bool, match_by: str) -> None:
     """Judge CANDIDATE against BASELINE: PASS, REGRESSION or INCONCLUSIVE.
 
     The files: BASELINE CANDIDATE as arguments, or --baseline/--candidate (as compare takes
@@ -746,7 +789,8 @@ def gate_cmd(ctx: click.Context, files: tuple[str, ...], baseline: str | None, c
             raise BadOption("gate needs --baseline, or --baseline-runtime NAME to judge runtimes "
                             "within the candidate")
         report = _gate_report(baseline, candidate, threshold, noise_floor_ms, gate_file,
-                              allow_device_mismatch, inconclusive, (baseline_runtime, candidate_runtime))
+                              allow_device_mismatch, inconclusive, (baseline_runtime, candidate_runtime),
+                              match_by)
         _write_gate_outputs(report, summary, junit, fmt=fmt)
     except (BadOption, HalbenchError) as e:  # an option the input cannot satisfy, a full disk: exit 2
         click.echo(f"halbench gate: error: {e}", err=True)
@@ -772,14 +816,14 @@ def gate_cmd(ctx: click.Context, files: tuple[str, ...], baseline: str | None, c
 def _gate_report(baseline: str | None, candidate: str, threshold: float | None,
                  noise_floor_ms: float | None, gate_file: str | None,
                  allow_device_mismatch: bool, inconclusive: str,
-                 runtimes: tuple[str | None, str | None] = (None, None)):
+                 runtimes: tuple[str | None, str | None] = (None, None), match_by: str = "device"):
     from halbench.bench.results import read_results
     from halbench.errors import BadOption
     from halbench.reports import gate
 
     try:
-        base = None if baseline is None else read_results(baseline)
-        cand = read_results(candidate)
+        base = None if baseline is None else _matched(read_results(baseline), match_by)
+        cand = _matched(read_results(candidate), match_by)
         base = cand if base is None else base  # one file: its runtimes against each other
         return gate.run_gate(base, cand, threshold=threshold, noise_floor_ms=noise_floor_ms,
                              gate_file=gate_file, allow_device_mismatch=allow_device_mismatch,

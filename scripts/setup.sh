@@ -33,6 +33,6 @@ fi
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "setup: installing halbench into .venv (first time: a few minutes)"
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e '.[compiler,test,peers]'
+  .venv/bin/python -m pip install -q -e '.[compiler,test,peers,fleet]'
   echo "$want" > "$stamp"
 fi

@@ -23,7 +23,9 @@ FORBIDDEN = {
     "probe": ("halbench.drivers", "halbench.compiler", "halbench.runtime", "halbench.bench",
               "halbench.reports"),
     "compiler": ("halbench.bench", "halbench.reports", "halbench.runtime"),
-    "bench": ("halbench.reports",),
+    "bench": ("halbench.reports", "halbench.fleet"),
+    # Fleet runs the runner in worker processes and merges results: below cli, above bench.
+    "fleet": ("halbench.reports", "halbench.compiler", "halbench.runtime"),
     # Peers run a model file with their own stack: no HAL, no runner (bench calls them).
     "peers": ("halbench.drivers", "halbench.runtime", "halbench.bench", "halbench.reports",
               "halbench.kernels"),
@@ -77,5 +79,15 @@ def test_the_runner_never_imports_a_peer_stack() -> None:
     for path in sorted((PKG / "bench").rglob("*.py")):
         for name in _imports(path):
             if name.split(".")[0] in ("torch", "onnx2torch") or name.startswith("iree.runtime"):
+                bad.append(f"{path.relative_to(PKG.parent)} imports {name}")
+    assert not bad, "\n".join(bad)
+
+
+def test_ray_is_imported_only_by_the_fleet_cluster_module() -> None:
+    """Ray is an optional extra: only halbench/fleet/ray_fleet.py imports it (lazily, for --cluster)."""
+    bad = []
+    for path in sorted(PKG.rglob("*.py")):
+        for name in _imports(path):
+            if name.split(".")[0] == "ray" and path != PKG / "fleet" / "ray_fleet.py":
                 bad.append(f"{path.relative_to(PKG.parent)} imports {name}")
     assert not bad, "\n".join(bad)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,12 +37,15 @@ class Journal:
     run: RunInfo | None = None
     devices: dict[str, Any] = field(default_factory=dict)
     done: dict[tuple[int, str, str, str], BenchmarkResult] = field(default_factory=dict)  # (rep, name, uri, runtime)
+    #: Called with every record appended (a fleet worker streams them to its parent).
+    tee: Callable[[dict[str, Any]], None] | None = None
     _f: Any = None
 
     @classmethod
-    def open(cls, output: str | os.PathLike, suite_sha256: str, run: RunInfo, resume: bool) -> Journal:
+    def open(cls, output: str | os.PathLike, suite_sha256: str, run: RunInfo, resume: bool,
+             tee: Callable[[dict[str, Any]], None] | None = None) -> Journal:
         path = journal_path(output)
-        j = cls(path)
+        j = cls(path, tee=tee)
         if path.exists() and not resume:
             raise UserError(f"{path} holds an interrupted run of this output; continue it with --resume, "
                             f"or delete it to start over")
@@ -74,7 +77,8 @@ class Journal:
                                         f"changed since); delete it to start over")
                     r = rec["run"]
                     self.run = RunInfo(r["id"], r["halbench_version"], r.get("git_commit"), r.get("host") or {},
-                                       r["started_at"], tuple(r.get("command_line") or ()), r.get("suite") or {})
+                                       r["started_at"], tuple(r.get("command_line") or ()), r.get("suite") or {},
+                                       nodes=r.get("nodes") or {})
                 elif kind == "device":
                     self.devices[rec["uri"]] = rec["info"]
                 elif kind == "result":
@@ -96,6 +100,8 @@ class Journal:
         self._f.write(json.dumps(rec, allow_nan=False) + "\n")
         self._f.flush()
         os.fsync(self._f.fileno())
+        if self.tee is not None:
+            self.tee(rec)
 
     def device(self, uri: str, info: dict[str, Any]) -> None:
         if uri not in self.devices:

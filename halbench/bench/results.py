@@ -79,7 +79,26 @@ def _migrate_1_to_2(doc: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
-MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {0: _migrate_0_to_1, 1: _migrate_1_to_2}
+def _migrate_2_to_3(doc: dict[str, Any]) -> dict[str, Any]:
+    """Version 2 ran on one machine: ``run.nodes`` gets that one node (named by the host name, its
+    ``run.host``) and every device its ``node``. Spans and busy devices were not recorded."""
+    doc = dict(doc)
+    run = doc.get("run")
+    if isinstance(run, dict) and isinstance(doc.get("devices"), dict):
+        host = run.get("host") if isinstance(run.get("host"), dict) else {}
+        node = str(host.get("hostname") or "local")
+        run = {**run, "nodes": run.get("nodes", {node: {"host": host, "halbench_version":
+                                                         run.get("halbench_version"),
+                                                         "git_commit": run.get("git_commit")}})}
+        doc["run"] = run
+        doc["devices"] = {k: ({**v, "node": v.get("node", node)} if isinstance(v, dict) else v)
+                          for k, v in doc["devices"].items()}
+    doc["schema_version"] = 3
+    return doc
+
+
+MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {
+    0: _migrate_0_to_1, 1: _migrate_1_to_2, 2: _migrate_2_to_3}
 
 
 def migrate(doc: dict[str, Any], *, source: str = "results") -> dict[str, Any]:
@@ -132,8 +151,14 @@ def validate(doc: Any) -> None:
     except ValidationError as e:
         raise ResultsError(one_line(e, label=label)) from None
     devices = doc["devices"]
+    for uri, dev in devices.items():
+        if dev["node"] not in doc["run"]["nodes"]:
+            _fail(f"devices.{uri}.node", f"{dev['node']!r} is not listed under run.nodes")
     seen: set[tuple[str, str, str]] = set()
     for i, b in enumerate(doc["benchmarks"]):
+        for k, other in enumerate(b.get("busy") or ()):
+            if other not in devices:
+                _fail(f"benchmarks[{i}]({b['name']:.60}).busy[{k}]", f"{other!r:.60} is not listed under devices")
         # A device that could not be opened has no DeviceInfo: only its failed entries name it.
         if b["device"] not in devices and b["status"] not in ("skipped", "error"):
             _fail(f"benchmarks[{i}]({b['name']:.60}).device", f"{b['device']!r} is not listed under devices")

@@ -40,6 +40,10 @@ class SuiteInRun(_Open):
     gate: GateSection | None = None
 
 
+class NodeModel(_Open):
+    host: dict[str, Any] = {}
+
+
 class RunModel(_Open):
     id: Name
     halbench_version: Name
@@ -49,6 +53,9 @@ class RunModel(_Open):
     host: dict[str, Any] = {}
     command_line: Annotated[list[Text], Field(max_length=10_000)] = []
     suite: SuiteInRun | None = None
+    #: schema 3: the machines of the run (one for a single-host run), each with its own host
+    nodes: Annotated[dict[Annotated[str, Field(min_length=1, max_length=1000)], NodeModel],
+                     Field(min_length=1, max_length=10_000)]
 
 
 class Identity(_Open):
@@ -63,6 +70,7 @@ class Peaks(_Open):
 class DeviceModel(_Open):
     driver: Name
     identity: Identity
+    node: Annotated[str, Field(min_length=1, max_length=1000)]  # schema 3: a key of run.nodes
     published_peaks: Peaks | None = None
 
 
@@ -135,6 +143,16 @@ class BenchmarkModel(_Open):
     samples: SamplesModel | None = None
     metrics: Metrics | None = None
     dispatches: Annotated[list[DispatchModel], Field(max_length=100_000)] = []
+    #: schema 3: wall-clock [start, end] per repetition, and the other devices of its node busy then
+    spans: Annotated[list[Annotated[list[Number], Field(min_length=2, max_length=2)]], Field(max_length=100_000)] = []
+    busy: Annotated[list[Name], Field(max_length=10_000)] | None = None
+
+    @model_validator(mode="after")
+    def _spans_in_order(self) -> BenchmarkModel:
+        for i, (a, b) in enumerate(self.spans):
+            if b < a:
+                raise ValueError(f".spans[{i}]: ends before it starts")
+        return self
 
     @model_validator(mode="after")
     def _samples_match_status(self) -> BenchmarkModel:

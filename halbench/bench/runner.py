@@ -41,7 +41,8 @@ from halbench.bench.schema import (
 from halbench.bench.suite import BenchmarkSpec, Settings, Suite
 from halbench.errors import DeviceLost, HalbenchError, NothingToDo
 
-__all__ = ["dispatch_stats", "named_devices_missing", "run_suite", "sample_loop"]
+__all__ = ["dispatch_stats", "merge_repetition", "named_devices_missing", "node_info", "result_warnings",
+           "run_suite", "sample_loop"]
 
 
 def sample_loop(run: Callable[[], Any], s: Settings) -> list[Any]:
@@ -98,6 +99,14 @@ def _now() -> str:
     return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def node_info() -> tuple[str, dict[str, Any]]:
+    """This machine as a node of a run: its name (the host name) and what the results record of it
+    (``run.nodes[name]``: host, halbench version and commit)."""
+    host = {"hostname": socket.gethostname(), "platform": platform.platform(),
+            "python": platform.python_version(), "cpu": platform.processor() or platform.machine()}
+    return host["hostname"], {"host": host, "halbench_version": __version__, "git_commit": _git_commit()}
+
+
 def _write(path: Path, doc: ResultsDoc) -> dict[str, Any]:
     from halbench.bench.results import write_results
 
@@ -109,20 +118,21 @@ def _write(path: Path, doc: ResultsDoc) -> dict[str, Any]:
 def run_suite(suite: Suite, output: str | os.PathLike, *, devices: list[str] | None = None,
               only: list[str] | None = None, progress: bool = True,
               command_line: list[str] | None = None, resume: bool = False,
-              peers: list[Any] | None = None) -> dict[str, Any]:
+              peers: list[Any] | None = None, tee: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """Run every benchmark of ``suite`` on every matching device and write ``output``.
 
     ``output`` is checked before any work and written once, atomically, at the end; finished
     benchmarks go to its journal as they finish (``journal.py``), so an interrupted run loses
     nothing and ``resume=True`` continues it. A run that selects nothing raises NothingToDo.
-    ``peers``: PeerSpecs to run beside the suite's own ``peers:`` on every model benchmark."""
+    ``peers``: PeerSpecs to run beside the suite's own ``peers:`` on every model benchmark.
+    ``tee``: called with every journal record as it is written (``halbench.fleet``'s workers)."""
     from halbench.files import check_output, exclusive
 
     check_output(output, suite.path, what="results file")
     with exclusive(output, "results file"):
         if peers:
             suite = replace(suite, peers=tuple(dict.fromkeys(tuple(suite.peers) + tuple(peers))))
-        return _run_suite(suite, output, devices, only, progress, command_line, resume)
+        return _run_suite(suite, output, devices, only, progress, command_line, resume, tee)
 
 
 def named_devices_missing(results: dict[str, Any]) -> list[tuple[str, str]]:
@@ -136,17 +146,18 @@ def named_devices_missing(results: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def _run_suite(suite: Suite, output: str | os.PathLike, devices: list[str] | None, only: list[str] | None,
-               progress: bool, command_line: list[str] | None, resume: bool) -> dict[str, Any]:
+               progress: bool, command_line: list[str] | None, resume: bool,
+               tee: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     from halbench.bench.micro import Unsupported, prepare_micro
     from halbench.bench.models import prepare_model
 
     out_path = Path(output)
     started = _now()
+    node, this_node = node_info()
     run = RunInfo(id=f"{started.replace(':', '-')}-{_uuid.uuid4().hex[:4]}", halbench_version=__version__,
-                  git_commit=_git_commit(),
-                  host={"hostname": socket.gethostname(), "platform": platform.platform(),
-                        "python": platform.python_version(), "cpu": platform.processor() or platform.machine()},
-                  started_at=started, command_line=tuple(command_line or sys.argv), suite=suite.to_dict())
+                  git_commit=this_node["git_commit"], host=this_node["host"],
+                  started_at=started, command_line=tuple(command_line or sys.argv), suite=suite.to_dict(),
+                  nodes={node: this_node})
     device_entries: dict[str, dict[str, Any]] = {}
     specs = [s for s in suite.benchmarks if not only or any(_match(s.name, o) for o in only)]
     if not specs:
@@ -177,7 +188,7 @@ def _run_suite(suite: Suite, output: str | os.PathLike, devices: list[str] | Non
     work = [(rep, p) for rep in range(rounds) for p in pairs if rep < p[0].settings.repetitions]
     if not work:
         raise NothingToDo(f"suite {suite.name}: nothing to run (no repetitions, or no device pattern)")
-    journal = Journal.open(out_path, suite.sha256, run, resume)
+    journal = Journal.open(out_path, suite.sha256, run, resume, tee)
     run = journal.run or run
     device_entries = dict(journal.devices)
     bar = _progress(len(work), progress)
@@ -192,19 +203,22 @@ def _run_suite(suite: Suite, output: str | os.PathLike, devices: list[str] | Non
             if result is None:
                 who = f" [{peer.runtime}]" if peer else ""
                 bar.set_description(f"{spec.name} @ {uri}{who}" + (f" (repetition {rep + 1})" if rounds > 1 else ""))
+                t0 = time.time()
                 if peer is not None:
                     result = run_peer(spec, where, missing_reason, peer, device_entries)
                 else:
                     result = _run_pair(spec, where, missing_reason, open_devices, device_entries, prepare_micro,
                                        Unsupported, prepare_model)
+                result = replace(result, spans=((round(t0, 3), round(time.time(), 3)),))
                 for u, info in device_entries.items():
-                    journal.device(u, info)
+                    journal.device(u, {**info, "node": info.get("node", node)})
                 journal.result(rep, result)
-            entries[key] = result if key not in entries else _merge_repetition(entries[key], result)
+            entries[key] = result if key not in entries else merge_repetition(entries[key], result)
             bar.update(1)
         benchmarks = tuple(entries.values())
+        device_entries = {u: {**info, "node": info.get("node", node)} for u, info in device_entries.items()}
         doc = ResultsDoc(replace(run, finished_at=_now()), device_entries, benchmarks,
-                         tuple(_warnings(benchmarks)))
+                         tuple(result_warnings(benchmarks)))
         written = _write(out_path, doc)
         finished = True
         return written
@@ -260,19 +274,21 @@ def _run_pair(spec: BenchmarkSpec, where: Any, missing_reason: str | None, open_
     return entry
 
 
-def _merge_repetition(first: BenchmarkResult, more: BenchmarkResult) -> BenchmarkResult:
+def merge_repetition(first: BenchmarkResult, more: BenchmarkResult) -> BenchmarkResult:
     """The benchmark's result with a later repetition folded in: samples append, one block each.
     A repetition that failed makes the whole benchmark failed (a failed benchmark keeps no
     samples); per-dispatch statistics stay those of the first repetition."""
+    spans = first.spans + more.spans
     if first.status != "ok":
-        return first
+        return replace(first, spans=spans)
     if more.status != "ok":
         rep = len(first.samples.blocks or ()) + 1
-        return first.failed(more.status, f"repetition {rep}: {more.error}", correctness=more.correctness)
+        return first.failed(more.status, f"repetition {rep}: {more.error}", correctness=more.correctness,
+                            spans=spans)
     env = dict(first.environment)
     if more.environment.get("after"):
         env["after"] = more.environment["after"]
-    return replace(first, samples=first.samples.appended(more.samples), environment=env)
+    return replace(first, samples=first.samples.appended(more.samples), environment=env, spans=spans)
 
 
 def _match(name: str, pattern: str) -> bool:
@@ -349,7 +365,8 @@ def _run_model(spec: BenchmarkSpec, dev: Any, prepare: Callable) -> BenchmarkRes
                        timing=_timing(spec, profiles), dispatches=dispatch_stats(per_dispatch, pm.dispatch_infos))
 
 
-def _warnings(benchmarks: tuple[BenchmarkResult, ...]) -> list[str]:
+def result_warnings(benchmarks: tuple[BenchmarkResult, ...]) -> list[str]:
+    """The run's warnings (bench/run_warnings.py: one rule set for the runner, CLI and report)."""
     from halbench.bench.run_warnings import entry_warnings
 
     return entry_warnings(b.to_dict() for b in benchmarks)

@@ -28,7 +28,7 @@ __all__ = [
 ]
 
 #: The version this halbench writes. Bump it together with a migration in results.MIGRATIONS.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 KIND = "halbench-results"
 #: The ``runtime`` of halbench's own entries; a peer's is its name and mode (``torch-cudagraph``).
 HALBENCH = "halbench"
@@ -150,6 +150,11 @@ class BenchmarkResult:
     runtime: str = HALBENCH
     #: A peer's version, settings and notes (``{"version": "2.11.0", "settings": {...}}``).
     runtime_info: Mapping[str, Any] = field(default_factory=dict)
+    #: Wall-clock spans (Unix seconds) of each repetition: ``((start, end), ...)``.
+    spans: tuple[tuple[float, float], ...] = ()
+    #: Other devices (keys of ``devices``) of the same node that were running a benchmark
+    #: while this one ran (a ``--parallel`` or ``--cluster`` run); None: not recorded.
+    busy: tuple[str, ...] | None = None
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -174,7 +179,8 @@ class BenchmarkResult:
                 "samples": self.samples.to_dict(),
                 "metrics": self.metrics.to_dict() if self.metrics else {},
                 "dispatches": [d.to_dict() for d in self.dispatches],
-                "environment": _plain(self.environment)}
+                "environment": _plain(self.environment), "spans": [list(x) for x in self.spans],
+                **({"busy": list(self.busy)} if self.busy is not None else {})}
 
 
 @dataclass(frozen=True)
@@ -187,6 +193,8 @@ class RunInfo:
     command_line: tuple[str, ...]
     suite: Mapping[str, Any]
     finished_at: str | None = None
+    #: node name -> {"host": {...}, "environment": {...}}: where the devices are (schema 3).
+    nodes: Mapping[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return _plain(self.__dict__)
@@ -220,4 +228,6 @@ def result_from_dict(d: Mapping[str, Any]) -> BenchmarkResult:
                 tuple(s["blocks"]) if s.get("blocks") is not None else None),
         Metrics(**m) if m else None,
         tuple(DispatchStat(**{**x, "nodes": tuple(x.get("nodes") or ())}) for x in d.get("dispatches") or ()),
-        dict(d.get("environment") or {}), d.get("runtime") or HALBENCH, dict(d.get("runtime_info") or {}))
+        dict(d.get("environment") or {}), d.get("runtime") or HALBENCH, dict(d.get("runtime_info") or {}),
+        tuple((float(a), float(b)) for a, b in d.get("spans") or ()),
+        tuple(d["busy"]) if d.get("busy") is not None else None)

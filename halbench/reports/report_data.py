@@ -14,6 +14,7 @@ from halbench.bench.run_warnings import NOISY_MARK, entry_warnings
 from halbench.bench.schema import HALBENCH
 from halbench.bench.stats import NOISE_THRESHOLD, Stats
 from halbench.reports.compare import timing_samples
+from halbench.reports.fleet import fleet_section
 from halbench.reports.report_compare import comparison_section
 from halbench.reports.report_runtimes import correctness_note, peer_columns, runtimes_section
 from halbench.reports.units import dispatch_label, fmt_bytes, fmt_num, fmt_rate, rate_prefix
@@ -458,6 +459,7 @@ def build_context(docs: list[tuple[Path, dict[str, Any]]]) -> dict[str, Any]:
                     "rows": _device_rows(devcols)},
         "models": {"rows": model_rows, "columns": _public(model_cols), "peer_columns": peer_cols},
         "runtimes": runtimes_section([(label, doc) for label, (_, doc) in zip(labels, docs)]),
+        "fleet": fleet_section([(label, doc) for label, (_, doc) in zip(labels, docs)]),
         "ratio_reference": "the same device's median in the first file" if len(docs) > 1
         else "the first column's median",
         "micros": {"rows": micro_rows, "columns": _public(micro_cols)},

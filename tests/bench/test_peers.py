@@ -70,7 +70,7 @@ def test_run_suite_with_cpu_peers_on_the_same_model(tmp_path: Path) -> None:
              "-o", "r.json", "--report", "r.html", "--no-progress", cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-2000:]
     doc = json.loads((tmp_path / "r.json").read_text())
-    assert doc["schema_version"] == 2
+    assert doc["schema_version"] == 3
     by = {(b["runtime"], b["device"].split(":")[0]): b for b in doc["benchmarks"]}
     # halbench on both devices, checked against onnxruntime (independent of halbench's compiler)
     for dev in ("local-task", "vulkan"):

@@ -124,7 +124,7 @@ def _version0() -> dict[str, Any]:
 
 
 def test_migration_from_version_0(tmp_path: Path) -> None:
-    assert 0 in MIGRATIONS and 1 in MIGRATIONS and SCHEMA_VERSION == 2
+    assert 0 in MIGRATIONS and 1 in MIGRATIONS and 2 in MIGRATIONS and SCHEMA_VERSION == 3
     path = tmp_path / "old.json"
     path.write_text(json.dumps(_version0()))
     doc = read_results(path)
@@ -149,7 +149,7 @@ def test_migration_from_version_1_marks_every_entry_halbench(tmp_path: Path) -> 
     path = tmp_path / "v1.json"
     path.write_text(json.dumps(v1))
     doc = read_results(path)
-    assert doc["schema_version"] == 2
+    assert doc["schema_version"] == 3
     assert {b["runtime"] for b in doc["benchmarks"]} == {"halbench"}
     assert len(doc["benchmarks"]) == len(v1["benchmarks"])
 
@@ -158,7 +158,7 @@ def test_newer_version_is_refused(tmp_path: Path, doc: dict[str, Any]) -> None:
     newer = dict(doc, schema_version=SCHEMA_VERSION + 1)
     path = tmp_path / "new.json"
     path.write_text(json.dumps(newer))
-    with pytest.raises(ResultsError, match=r"schema_version 3 is newer than this halbench reads \(2\); upgrade"):
+    with pytest.raises(ResultsError, match=r"schema_version 4 is newer than this halbench reads \(3\); upgrade"):
         read_results(path)
 
 
@@ -207,3 +207,28 @@ def test_migration_from_version_1_leaves_bad_benchmarks_to_validation(tmp_path: 
                                 "devices": {}, "benchmarks": benchmarks, "warnings": []}))
     with pytest.raises(ResultsError, match=r"^[^\n]*benchmarks[^\n]*$"):
         read_results(path)
+
+
+def test_migration_from_version_2_records_the_one_node(tmp_path: Path) -> None:
+    """Schema 3 adds run.nodes and a node per device; a version-2 file was one machine."""
+    v2 = {"schema_version": 2, "kind": "halbench-results",
+          "run": {"id": "r", "halbench_version": "0.1.0", "started_at": "2026-11-01T00:00:00Z",
+                  "host": {"hostname": "bench-1"}},
+          "devices": {"local-sync://0": {"driver": "local-sync", "identity": {"name": "host CPU"}}},
+          "benchmarks": [{"name": "m", "kind": "model", "device": "local-sync://0", "driver": "local-sync",
+                          "runtime": "halbench", "status": "ok", "samples": {"device_ms": [1.0]}}]}
+    path = tmp_path / "v2.json"
+    path.write_text(json.dumps(v2))
+    doc = read_results(path)
+    assert doc["schema_version"] == 3
+    assert doc["run"]["nodes"] == {"bench-1": {"host": {"hostname": "bench-1"}, "halbench_version": "0.1.0",
+                                               "git_commit": None}}
+    assert doc["devices"]["local-sync://0"]["node"] == "bench-1"
+    bad = json.loads(json.dumps(doc))
+    bad["devices"]["local-sync://0"]["node"] = "elsewhere"
+    with pytest.raises(ResultsError, match=r"devices.local-sync://0.node: 'elsewhere' is not listed under run.nodes"):
+        validate(bad)
+    bad = json.loads(json.dumps(doc))
+    bad["benchmarks"][0]["busy"] = ["cuda://9"]
+    with pytest.raises(ResultsError, match=r"busy\[0\]: 'cuda://9' is not listed under devices"):
+        validate(bad)

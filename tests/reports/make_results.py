@@ -365,8 +365,9 @@ def make_results(*, seed: int = 0, devices: tuple[str, ...] = ("h100-vulkan", "l
                 "overrides": {"mobilenetv2/b8": {"threshold": 0.08}}}
     warnings = [f"{URIS[k]}: throttling seen (sw_thermal_slowdown)" for k in devices
                 if throttle and DEVICES[k].clocks]
+    doc_devices = {k: {**v, "node": "bench-h100-01"} for k, v in doc_devices.items()}
     return {
-        "schema_version": 2,
+        "schema_version": 3,
         "kind": "halbench-results",
         "run": {"id": run_id or f"2026-11-22T05-{seed % 60:02d}-00Z-{seed:04x}",
                 "halbench_version": "0.1.0", "git_commit": f"{(seed * 2654435761) % 16**7:07x}",
@@ -376,7 +377,8 @@ def make_results(*, seed: int = 0, devices: tuple[str, ...] = ("h100-vulkan", "l
                 "finished_at": f"2026-11-22T05:{seed % 60:02d}:59Z",
                 "command_line": ["halbench", "run-suite", "suites/models.yaml"],
                 "suite": {"name": "models", "path": "suites/models.yaml", "sha256": "0" * 64,
-                          "gate": gate}},
+                          "gate": gate},
+                "nodes": {"bench-h100-01": {"host": {"hostname": "bench-h100-01"}, "halbench_version": "0.1.0"}}},
         "devices": doc_devices,
         "benchmarks": benchmarks,
         "warnings": warnings,
