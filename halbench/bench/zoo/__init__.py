@@ -53,6 +53,13 @@ from halbench.bench.zoo.cnn import (
     mlp_inputs,
 )
 from halbench.bench.zoo.graph import GraphBuilder
+from halbench.bench.zoo.mobile import (
+    build_deeplabv3,
+    build_mobilebert,
+    build_posenet,
+    mobile_image_inputs,
+    mobilebert_inputs,
+)
 from halbench.bench.zoo.spec import InputSpec
 from halbench.errors import UserError
 
@@ -121,6 +128,18 @@ ZOO: dict[str, ZooModel] = {m.name: m for m in (
     ZooModel("tiny-bert", "A 1-layer BERT encoder for fast tests: hidden 64, 4 heads, "
              "intermediate 128, vocab 1000, with pooler", "transformer", build_bert, bert_inputs,
              defaults={"vocab_size": 1000, "hidden": 64, "layers": 1, "heads": 4, "intermediate": 128}),
+    # The Khronos webinar's mobile models (mobile.py), as TFLite ships them, in NCHW.
+    ZooModel("mobilebert", "MobileBERT (google/mobilebert-uncased): 24 layers, body 512, bottleneck "
+             "128, 4 heads, 4 stacked FFNs of 512, NoNorm, ReLU, trigram embeddings of 128",
+             "transformer", build_mobilebert, mobilebert_inputs, aliases=("mobile-bert",), large=True),
+    ZooModel("deeplabv3", "DeepLabV3 as TFLite's deeplabv3_257_mv_gpu: MobileNetV2 backbone with "
+             "atrous convs past output stride 8, mobile ASPP (image pooling + 1x1), 21 classes, "
+             "bilinear upsampling to 257x257", "cnn", build_deeplabv3, mobile_image_inputs,
+             aliases=("deeplabv3-mobilenetv2", "deeplab-v3", "deeplab"), large=True),
+    ZooModel("posenet", "PoseNet as TFLite's posenet_mobilenet_v1_100_257x257: MobileNetV1 1.0, "
+             "output stride 32, heatmaps (17), offsets (34), forward and backward displacements "
+             "(32 each) on a 9x9 grid", "cnn", build_posenet, mobile_image_inputs,
+             aliases=("posenet-mobilenet-v1", "pose-net")),
     # The ONNX model zoo's classic CNNs as its old Caffe2-converted files are (classic.py): IR 3,
     # weights among the graph inputs, opset 6-9 with that opset's attributes. Parameter counts
     # are the Caffe models' (AlexNet with its grouped convolutions) or torchvision's.
