@@ -90,7 +90,7 @@ class LegacyGraphBuilder(GraphBuilder):
         ins = [x, self.weight(f"{prefix}_w_0", w)]
         if bias:
             ins.append(self.weight(f"{prefix}_b_0", self.small(cout)))
-        attrs = dict(kernel_shape=[kernel, kernel], strides=[stride, stride], pads=[pad] * 4)
+        attrs: dict = {"kernel_shape": [kernel, kernel], "strides": [stride, stride], "pads": [pad] * 4}
         if group != 1:
             attrs["group"] = group
         if dilation != 1:

@@ -61,7 +61,8 @@ def _conv(g: GraphBuilder, x: str, cin: int, cout: int, kernel: int, stride: int
         # A head without BN (logits): Xavier-sized, so its outputs are a few units.
         w = g.xavier_normal((cout, cin // groups, kernel, kernel), cin // groups, cout)
         b = g.small(cout, 0.1)
-    attrs = dict(kernel_shape=[kernel, kernel], strides=[stride, stride], pads=[pad] * 4, group=groups)
+    attrs: dict = {"kernel_shape": [kernel, kernel], "strides": [stride, stride], "pads": [pad] * 4,
+                   "group": groups}
     if dilation != 1:
         attrs["dilations"] = [dilation, dilation]
     y = g.node("Conv", [x, g.weight(f"{prefix}.weight", w), g.weight(f"{prefix}.bias", b)], **attrs)
