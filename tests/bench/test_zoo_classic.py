@@ -145,9 +145,8 @@ def test_outputs_are_informative(name: str) -> None:
 
 
 def _compile_and_run(name: str, tmp: Path, targets: tuple[str, ...], uris: list[str]) -> None:
-    from tests.compiler.helpers import device_or_skip, run_local
-
     from halbench.compiler import CompileOptions, compile_model
+    from tests.compiler.helpers import device_or_skip, run_local
 
     uris = [device_or_skip(u) for u in uris]
     weights = "random" if name in HUGE else "file"
