@@ -33,6 +33,12 @@ MODELS = [
     ("mobilenetv2", "file"),
     pytest.param("resnet50", "random", marks=pytest.mark.slow),  # 24-43 s on lavapipe, 2 cores
     ("minilm-l6", "random"),
+    # The webinar's models: 20-40 s each on lavapipe here, so slow; the 2-layer MobileBERT
+    # stands in by default.
+    ("tiny-mobilebert", "file"),
+    pytest.param("posenet", "file", marks=pytest.mark.slow),
+    pytest.param("deeplabv3", "file", marks=pytest.mark.slow),
+    pytest.param("mobilebert", "random", marks=pytest.mark.slow),
 ]
 
 

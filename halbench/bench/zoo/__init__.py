@@ -132,6 +132,8 @@ ZOO: dict[str, ZooModel] = {m.name: m for m in (
     ZooModel("mobilebert", "MobileBERT (google/mobilebert-uncased): 24 layers, body 512, bottleneck "
              "128, 4 heads, 4 stacked FFNs of 512, NoNorm, ReLU, trigram embeddings of 128",
              "transformer", build_mobilebert, mobilebert_inputs, aliases=("mobile-bert",), large=True),
+    ZooModel("tiny-mobilebert", "A 2-layer MobileBERT for fast tests: the same layer, vocab 1000",
+             "transformer", build_mobilebert, mobilebert_inputs, defaults={"vocab_size": 1000, "layers": 2}),
     ZooModel("deeplabv3", "DeepLabV3 as TFLite's deeplabv3_257_mv_gpu: MobileNetV2 backbone with "
              "atrous convs past output stride 8, mobile ASPP (image pooling + 1x1), 21 classes, "
              "bilinear upsampling to 257x257", "cnn", build_deeplabv3, mobile_image_inputs,
