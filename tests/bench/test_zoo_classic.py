@@ -3,10 +3,11 @@
 parameter counts, and halbench compiles them and matches onnxruntime on the same file, on
 local-sync:// and on vulkan:// (lavapipe).
 
-Heavy models (compile or lavapipe run over ~20 s on two shared cores, or weights of hundreds of
-MB) are marked slow; AlexNet, ZFNet-512 and VGG-19 compile with weights="random" (the bundle
-declares the seeded weights instead of storing 240-580 MB; the reference is onnxruntime on the
-same file randomized the same way).
+Models whose compile or lavapipe run takes over ~20 s on two shared cores are marked slow
+(AlexNet, ZFNet-512 and VGG-19 carry 240-580 MB of weights). Weights are the file's own: the
+bundle's weights="random" draws N(0, 0.02) everywhere, which shrinks these deep nets to a
+near-uniform softmax (and gives BatchNorm negative variances), against which any error would
+look small.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ ort = pytest.importorskip("onnxruntime")
 
 TOLERANCE = 1e-4
 CLASSIC = [n for n, m in zoo.ZOO.items() if m.family == "classic"]
-#: Weights of hundreds of MB: compiled with weights="random".
+#: Weights of hundreds of MB.
 HUGE = {"zoo-alexnet", "zoo-zfnet512", "zoo-vgg19"}
 #: Compile + local-sync run in a few seconds to ~20 s here: in the default run.
 FAST_LOCAL = {"zoo-squeezenet", "zoo-squeezenet1.1", "zoo-shufflenet"}
@@ -41,12 +42,7 @@ def _small(name: str) -> dict:
     return {"resolution": 64} if name in HUGE else {}
 
 
-def reference(model: onnx.ModelProto, feeds: dict[str, np.ndarray], weights: str = "file") -> list[np.ndarray]:
-    if weights == "random":
-        from halbench.bundle.weights import RANDOM_SEED, randomize_onnx
-
-        model = onnx.ModelProto.FromString(model.SerializeToString())
-        randomize_onnx(model, RANDOM_SEED)
+def reference(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
     so = ort.SessionOptions()
     # onnxruntime has no kernel for opset 6's Dropout; its basic optimisation drops an
     # inference Dropout, which is all it changes on these graphs.
@@ -149,19 +145,19 @@ def _compile_and_run(name: str, tmp: Path, targets: tuple[str, ...], uris: list[
     from tests.compiler.helpers import device_or_skip, run_local
 
     uris = [device_or_skip(u) for u in uris]
-    weights = "random" if name in HUGE else "file"
     path = tmp / f"{name}.onnx"
     zoo.save(name, path)
     model = onnx.load(str(path))
     feeds = zoo.make_inputs(model)
-    ref = reference(model, feeds, weights)
+    ref = reference(model, feeds)
     bundle = tmp / f"{name}.hbx"
-    compile_model(path, CompileOptions(target_devices=targets, weights=weights)).write(bundle)
+    compile_model(path, CompileOptions(target_devices=targets)).write(bundle)
     for uri in uris:
         out = run_local(bundle, feeds, uri)
         assert len(out) == len(ref)
         for o, r in zip(out, ref, strict=True):
             assert o.shape == r.shape and np.isfinite(o).all()
+            assert r.std() > 1e-3  # an informative reference: not a uniform softmax
             assert rel_err(o, r) <= TOLERANCE, f"{name} on {uri}: relative error {rel_err(o, r):.2e}"
 
 
