@@ -54,6 +54,7 @@ def main() -> int:
     ap.add_argument("--targets", default="vulkan,local")
     ap.add_argument("--weights", default="file")
     ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--abi", default="", help="Vulkan dispatch ABI: bda or descriptors (default: both)")
     ap.add_argument("--resolution", type=int, default=0, help="input size of an image model (0: its own)")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="zoo_check_"))
@@ -66,8 +67,9 @@ def main() -> int:
         ref = reference(onnx.load(str(path)), feeds, args.weights)
         t = time.perf_counter()
         try:
+            backend = {"vulkan-dispatch-abi": args.abi} if args.abi else {}
             cm = compile_model(path, CompileOptions(target_devices=tuple(args.targets.split(",")),
-                                                    weights=args.weights))
+                                                    weights=args.weights, backend_options=backend))
         except Exception as e:  # noqa: BLE001 - report and go on with the next model
             print(f"{name:20s} COMPILE FAILED: {str(e).splitlines()[0][:200]}", flush=True)
             failed += 1
