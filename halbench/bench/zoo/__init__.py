@@ -11,6 +11,11 @@ at realistic scales (He for convolutions, Xavier for linear layers, BERT's N(0, 
 embeddings, near-identity BatchNorm and LayerNorm with non-zero shifts) so activations stay
 finite and informative through the whole network, and a dropped bias or scale shows.
 
+Families: ``cnn``, ``transformer`` and ``mlp`` are emitted at opset 13 or later (the webinar's
+MobileBERT, DeepLabV3 and PoseNet among them, mobile.py); ``classic`` models (classic.py) are
+the ONNX model zoo's old CNNs as its files are: IR version 3, opset 6-9, weights among the graph
+inputs, e.g. ``zoo.build("zoo-googlenet")`` or ``zoo.build("zoo-squeezenet", opset=6)``.
+
 The model carries its input specs in its metadata (``halbench.zoo.inputs``), so
 ``make_inputs(model)`` works on a loaded file too.
 """
