@@ -33,6 +33,10 @@ CASES = [
     ("mobilenetv2", dict(), {"logits": (1, 1000)}),
     ("resnet50", dict(), {"logits": (1, 1000)}),
     ("minilm-l6", dict(seq=128), {"last_hidden_state": (1, 128, 384), "pooler_output": (1, 384)}),
+    ("mobilebert", dict(batch=2, seq=64), {"last_hidden_state": (2, 64, 512), "pooler_output": (2, 512)}),
+    ("deeplabv3", dict(), {"logits": (1, 21, 257, 257)}),
+    ("posenet", dict(batch=2), {"heatmaps": (2, 17, 9, 9), "offsets": (2, 34, 9, 9),
+                                "displacement_fwd": (2, 32, 9, 9), "displacement_bwd": (2, 32, 9, 9)}),
 ]
 
 
@@ -204,3 +208,44 @@ def test_bad_requests_are_user_errors():
         zoo.build("tiny-mlp", batch=0)
     with pytest.raises(UserError, match="positions"):
         zoo.build("tiny-bert", seq=1024)
+
+
+def test_mobilebert_layout(built):
+    """24 layers of the bottleneck body: NoNorm (no LayerNormalization), ReLU FFNs, 4 heads."""
+    model = built["mobilebert"]
+    ops = [n.op_type for n in model.graph.node]
+    assert "LayerNormalization" not in ops and "ReduceMean" not in ops and "Erf" not in ops
+    assert ops.count("Softmax") == 24 and ops.count("Relu") == 24 * 4
+    inits = {t.name: tuple(t.dims) for t in model.graph.initializer}
+    assert inits["embeddings.word_embeddings.weight"] == (30522, 128)
+    assert inits["embeddings.embedding_transformation.weight"] == (384, 512)
+    assert inits["encoder.layer.0.attention.self.value.weight"] == (512, 128)
+    # The encoder without pre-training heads: a little under the paper's 25.3M.
+    assert zoo.count_parameters(model) == pytest.approx(25.3e6, rel=0.04)
+
+
+def test_deeplabv3_layout(built):
+    """MobileNetV2 at depth 0.5 with atrous convs past output stride 8, the mobile ASPP, and
+    an align-corners bilinear upsampling to the input size."""
+    model = built["deeplabv3"]
+    nodes = model.graph.node
+    convs = [n for n in nodes if n.op_type == "Conv"]
+    dilations = sorted({tuple(onnx.helper.get_attribute_value(a)) for n in convs for a in n.attribute
+                        if a.name == "dilations"})
+    assert dilations == [(2, 2), (4, 4)]
+    strided = [n for n in convs if any(a.name == "strides" and list(a.ints) == [2, 2] for a in n.attribute)]
+    assert len(strided) == 3  # output stride 8
+    resize = [n for n in nodes if n.op_type == "Resize"]
+    assert len(resize) == 1
+    assert {a.name: a.s for a in resize[0].attribute}["coordinate_transformation_mode"] == b"align_corners"
+    assert 0.6e6 < zoo.count_parameters(model) < 0.8e6  # the 2.7 MB TFLite file's size
+    assert zoo.count_parameters(zoo.build("deeplabv3", output_stride=16)) == zoo.count_parameters(model)
+
+
+def test_posenet_layout(built):
+    model = built["posenet"]
+    convs = [n for n in model.graph.node if n.op_type == "Conv"]
+    assert len(convs) == 1 + 13 * 2 + 4  # stem, 13 depthwise-separable pairs, 4 heads
+    assert sum(any(a.name == "group" and a.i > 1 for a in n.attribute) for n in convs) == 13
+    # MobileNetV1 1.0's 3.2M parameters without its classifier, plus the 1x1 heads.
+    assert zoo.count_parameters(model) == pytest.approx(3.2e6 + 1024 * 115, rel=0.02)

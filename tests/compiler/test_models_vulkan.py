@@ -33,6 +33,13 @@ MODELS = [
     ("mobilenetv2", "file"),
     pytest.param("resnet50", "random", marks=pytest.mark.slow),  # 24-43 s on lavapipe, 2 cores
     ("minilm-l6", "random"),
+    # The webinar's models: 20-40 s each on lavapipe here, so slow; the 2-layer MobileBERT
+    # stands in by default.
+    ("tiny-mobilebert", "file"),
+    pytest.param("posenet", "file", marks=pytest.mark.slow),
+    pytest.param("deeplabv3", "file", marks=pytest.mark.slow),
+    # Its own weights: N(0, 0.02) everywhere shrinks 24 layers of NoNorm (no normalisation) to ~0.
+    pytest.param("mobilebert", "file", marks=pytest.mark.slow),
 ]
 
 
