@@ -61,6 +61,13 @@ def _bound(values: list[str]) -> list[str]:
     return seen
 
 
+def _source(g: Graph, v: str) -> str:
+    """The value ``v`` is a view of (through folded reshapes), or ``v`` itself."""
+    while v in g.views:
+        v = g.views[v]
+    return v
+
+
 def form_dispatches(graph: Graph) -> Graph:
     g = graph.copy()
     uses = g.uses()
@@ -82,8 +89,10 @@ def form_dispatches(graph: Graph) -> Graph:
                 c = g.ops[cs[0]]
                 slot = _can_be_epilogue(op, c)
                 # Every other input of the epilogue must already exist when the root runs.
+                # (An input that is a folded reshape of such a value counts as that value: reading
+                # the view before its source is computed reads stale memory.)
                 produced_later = {v for j in range(i + 1, cs[0]) for v in g.ops[j].outputs}
-                if slot is not None and not (set(c.inputs) & produced_later):
+                if slot is not None and not ({_source(g, v) for v in c.inputs} & produced_later):
                     epilogue = c
                     taken.add(cs[0])
         if op.kind == "generic":
