@@ -257,7 +257,9 @@ def _breakdown(label: str, uri: str, doc: dict[str, Any], peaks: dict[str, Any]
                     "total_ms": summed, "dispatches": len(b["dispatches"]), "rows": rows,
                     "reconcile": {"model_ms": model_ms, "dispatch_ms": summed, "gap_ms": gap,
                                   "share": summed / model_ms if model_ms else None,
-                                  "source": "device time" if source == "device_ms" else "host wall time"}})
+                                  "source": "device time" if source == "device_ms" else "host wall time",
+                                  # the model timed whole, its dispatches in runs of their own
+                                  "whole": (b.get("timing") or {}).get("total_source") == "total"}})
     return out
 
 
