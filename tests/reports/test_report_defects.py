@@ -255,3 +255,17 @@ def test_roofline_roof_labels_do_not_overlap() -> None:
     assert len(labels) == 5
     ys = sorted(float(y) for y, _ in labels)
     assert all(b - a >= 7 for a, b in itertools.pairwise(ys)), ys  # 7 px text: one line apart at least
+
+
+def test_reconciliation_of_a_model_timed_whole_says_why_its_dispatches_sum_more(tmp_path: Path) -> None:
+    """A model timed whole (timing.total_source "total") has its dispatches timed in runs of their
+    own, with a timestamp pair each: their medians may sum to more than the model's."""
+    doc = make_results(seed=1, devices=("lavapipe",), micros=False)
+    for b in (x for x in doc["benchmarks"] if x["dispatches"]):
+        b["timing"]["total_source"] = "total"
+        model_ms = sorted(b["samples"]["device_ms"])[len(b["samples"]["device_ms"]) // 2]
+        for d in b["dispatches"]:
+            d["device_ms"]["median"] = 2 * model_ms / len(b["dispatches"])
+    root = parse(_render(tmp_path, doc))
+    texts = [" ".join(p.text.split()) for p in root.find_all("p", cls="reconcile")]
+    assert any("timed whole" in t and "runs of their own" in t for t in texts), texts
