@@ -56,15 +56,16 @@ class VulkanCommandBuffer(CommandBuffer):
                   bindings: tuple[BufferBinding, ...], constants: np.ndarray) -> None:
         dev = self.device
         pipe = executable.pipelines[entry.name]
-        max_range = dev.physical.limits.maxStorageBufferRange
-        for i, b in enumerate(bindings):
-            if b.length > max_range:
-                raise UserError(f"binding {i}: {b.length} B exceeds maxStorageBufferRange ({max_range} B)")
         consts = constants.astype("<u4").tobytes()
-        if executable.bda:
+        if executable.bda:  # addresses, not descriptors: maxStorageBufferRange does not apply
             push = struct.pack("<Q", self._table(bindings)) + consts
             self.ops.append(("dispatch", pipe, workgroups, self._keep_bytes(push), len(push), None))
             return
+        max_range = dev.physical.limits.maxStorageBufferRange
+        for i, b in enumerate(bindings):
+            if b.length > max_range:
+                raise UserError(f"binding {i}: {b.length} B exceeds maxStorageBufferRange ({max_range} B); "
+                                f"the buffer-device-address ABI has no such limit (--vulkan-dispatch-abi bda)")
         push_ptr = self._keep_bytes(consts) if consts else None
         infos = ffi.new("VkDescriptorBufferInfo[]", [
             {"buffer": b.buffer.vk_buffer, "offset": b.buffer.offset + b.offset, "range": b.length}
