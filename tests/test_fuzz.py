@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from halbench.errors import HalbenchError
@@ -59,6 +59,7 @@ def _rezip(data: bytes, member: str, new: bytes) -> bytes:
 @FUZZ
 @given(flips=st.lists(st.tuples(st.integers(0, 10**9), st.integers(1, 255)), min_size=1, max_size=8),
        cut=st.one_of(st.none(), st.integers(0, 10**9)))
+@example(flips=[(6740373, 1)], cut=None)  # found here: the "encrypted" flag bit of a stored member
 def test_damaged_bundles_are_refused_in_one_line(good_bundle: bytes, tmp_path_factory, flips, cut) -> None:
     from halbench.bundle import read_bundle
 

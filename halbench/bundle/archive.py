@@ -205,7 +205,8 @@ def _read(z: zipfile.ZipFile, member: str, name: str, cap: int, why: str) -> byt
         return bytes(out)
     except UserError:
         raise
-    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, NotImplementedError) as e:
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, NotImplementedError,
+            RuntimeError) as e:  # RuntimeError: zipfile's "is encrypted" (a flipped flag bit)
         raise UserError(f"bundle {name} is corrupted: member {member} cannot be read ({e}); "
                         f"recompile it") from None
 
