@@ -9,20 +9,21 @@
 # way scripts/gpu_peers.sh stages it (XDG_CACHE_HOME=/tmp/hbcache). Here, on the dev machine:
 #   XDG_CACHE_HOME=$PWD/.hbcache python scripts/precompile.py models vulkan=h100 cuda=h100
 # (use vulkan=h200 cuda=h200 for the H200s); carry .hbcache/halbench/bundles.
-# Ray comes as wheels; the ray wheel (79 MB) is larger than one carry (64 MiB), so it travels in
-# two parts. Here (the dev machine):
-#   pip download "ray[client]==2.60.0" -d /tmp/rw --only-binary=:all: --python-version 3.11 \
-#       --platform manylinux2014_x86_64
-#   mkdir -p .rayw1 .rayw2 && ls /tmp/rw > .rayw1/names
-#   split -b 40M /tmp/rw/ray-2.60.0-*.whl .rayw1/ray.part. && mv .rayw1/ray.part.ab .rayw2/
-#   cp $(ls /tmp/rw/*.whl | grep -v /ray-2) .rayw2/
-# Usage there:  source .gpu/setup.sh
-#               scripts/gpu_peers.sh setup .hbcache/halbench   (or: scripts/gpu_peers.sh stage DIR)
-#               scripts/fleet_gpu_check.sh stage-ray .rayw1     (carry .rayw1; then the same with .rayw2)
-#               scripts/fleet_gpu_check.sh install-ray          (joins the parts, installs into /tmp/site)
-#               scripts/fleet_gpu_check.sh [SUITE]              (LIMIT=seconds per mode, default 170)
+# Ray comes as wheels. The ray wheel (79 MB) is larger than one carry (64 MiB) and the machine is
+# given back after 30 s idle, so what was verified on the H100 is one carry with a slimmed wheel
+# (no Java jars, rllib/data/serve/tune/train/llm or dashboard build: 40 MB) for the machine's
+# Python (3.12), plus its plain dependencies (msgpack, jsonschema and theirs):
+#   pip download ray==2.60.0 --no-deps --python-version 3.12 --only-binary=:all: -d /tmp/rw
+#   pip download msgpack jsonschema --python-version 3.12 --only-binary=:all: -d /tmp/rw/deps
+#   (rewrite the ray wheel without those folders with python's zipfile; put both in DIR/whl)
+# Unzip the wheels into /tmp/site there and mark Ray's binaries executable (zipfile drops the
+# mode bits): chmod +x /tmp/site/ray/core/src/ray/*/* ; the bundles go in XDG_CACHE_HOME.
+# Usage there:  (environment of .gpu/setup.sh, Ray importable from /tmp/site)
+#               XDG_CACHE_HOME=DIR ONLY='minilm-l6/*' scripts/fleet_gpu_check.sh [SUITE]
+#               (LIMIT=seconds per mode, default 170)
 # A dry run without a GPU: DEVICES="local-sync:// local-task://" ONLY=tiny-mlp/b1 scripts/fleet_gpu_check.sh smoke
 set -u
+# stage-ray / install-ray: the two-carry path (split wheel); not verified (needs two calls within 30 s).
 if [ "${1:-}" = stage-ray ]; then mkdir -p /tmp/rayw; cp -r "$2"/* /tmp/rayw/; ls -la /tmp/rayw; exit 0; fi
 if [ "${1:-}" = install-ray ]; then
   cd /tmp/rayw || exit 2

@@ -18,7 +18,6 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 
 from halbench.bench import zoo
 from halbench.compiler import CompileOptions, compile_model
@@ -37,13 +36,9 @@ def reference(model: onnx.ModelProto, feeds: dict, weights: str) -> list[np.ndar
         from halbench.bundle.weights import RANDOM_SEED, randomize_onnx
 
         randomize_onnx(model, RANDOM_SEED)
-    so = ort.SessionOptions()
-    # onnxruntime has no Dropout-6 kernel: basic optimisation removes inference Dropouts.
-    old = model.opset_import[0].version < 7
-    so.graph_optimization_level = (ort.GraphOptimizationLevel.ORT_ENABLE_BASIC if old
-                                   else ort.GraphOptimizationLevel.ORT_DISABLE_ALL)
-    so.log_severity_level = 3
-    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    from halbench.bench.reference import onnxruntime_session
+
+    sess = onnxruntime_session(model)
     return sess.run(None, feeds)
 
 

@@ -43,14 +43,9 @@ def _small(name: str) -> dict:
 
 
 def reference(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-    so = ort.SessionOptions()
-    # onnxruntime has no kernel for opset 6's Dropout; its basic optimisation drops an
-    # inference Dropout, which is all it changes on these graphs.
-    old = model.opset_import[0].version < 7
-    so.graph_optimization_level = (ort.GraphOptimizationLevel.ORT_ENABLE_BASIC if old
-                                   else ort.GraphOptimizationLevel.ORT_DISABLE_ALL)
-    so.log_severity_level = 3
-    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    from halbench.bench.reference import onnxruntime_session
+
+    sess = onnxruntime_session(model)
     return sess.run(None, feeds)
 
 
