@@ -705,9 +705,19 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
            "TX": tiles.bn // tiles.tn, "TY": tiles.bm // tiles.tm, "WG": tiles.threads, "PAD": 4,
            "SPLIT": slices, "DEPTH": sp.depth if slices > 1 else k, "GX": gx, "GY": gy,
            "SB": len(c.d.values) + uses_extract(c.d), "PART": sp.counters if sp is not None else 0, **problem}
-    runs = t.api == "vulkan"
+    # Threads own runs of 4 rows / columns and read each run as one 16-byte shared load (VEC)
+    # where the tile allows; WGSL keeps scalar reads, strided on CUDA-like targets.
+    vec = c.L.name in ("glsl", "cuda") and tiles.tm % 4 == 0 and tiles.tn % 4 == 0
+    runs = vec or t.api == "vulkan"
+    ctx["VEC"] = vec
     ctx["ROW"], ctx["COL"] = _owned(tiles.tm, tiles.bm, "ty", runs), _owned(tiles.tn, tiles.bn, "tx", runs)
-    shared = [("float", "As", tiles.bk * (tiles.bm + 4)), ("float", "Bs", tiles.bk * (tiles.bn + 4))]
+    sa, sb = tiles.bk * (tiles.bm + 4), tiles.bk * (tiles.bn + 4)
+    if vec and c.L.name == "glsl":
+        shared = [("vec4", "As", sa // 4), ("vec4", "Bs", sb // 4)]
+    elif vec:
+        shared = [("__align__(16) float", "As", sa), ("__align__(16) float", "Bs", sb)]
+    else:
+        shared = [("float", "As", sa), ("float", "Bs", sb)]
     if slices > 1:
         shared.append(("int", "hb_last", 1))
     return Plan("gemm.j2", ctx, (tiles.threads, 1, 1), (gx, gy, batch * slices), shared, helpers=helpers)
