@@ -11,7 +11,7 @@ import pytest
 from halbench.compiler.backends import Unsupported
 from halbench.compiler.backends.cuda import BACKEND as CUDA
 from halbench.compiler.backends.vulkan import BACKEND as VULKAN
-from halbench.compiler.codegen.micro_cuda import GEMM_TILES
+from halbench.compiler.codegen.micro_cuda import GEMM_TILES, WGMMA_TILES
 from halbench.probe.info import DeviceInfo, Features, Identity, Limits, MatrixShape
 
 
@@ -30,8 +30,10 @@ def _vulkan_info(coopmat: bool = True) -> DeviceInfo:
 
 CUDA_VARIANTS = [("copy", {"UNROLL": u}) for u in (1, 2, 4, 8)]
 CUDA_VARIANTS += [("fma_f32", {"CHAINS": c, "UNROLL": u}) for c in (16, 32, 64) for u in (1, 4)]
-CUDA_VARIANTS += [(k, {"BM": bm, "BN": bn, "STAGES": s}) for k in ("gemm_f16", "gemm_bf16")
+CUDA_VARIANTS += [(k, {"BM": bm, "BN": bn, "STAGES": s, "MMA": 1}) for k in ("gemm_f16", "gemm_bf16")
                   for (bm, bn), s in GEMM_TILES.items()]
+WGMMA_VARIANTS = [(k, {"BM": bm, "BN": bn, "STAGES": s, "MMA": mma}) for k in ("gemm_f16", "gemm_bf16")
+                  for (bm, bn), s in WGMMA_TILES.items() for mma in (2, 3) if s >= mma]
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90", "sm_90a"])
@@ -46,7 +48,21 @@ def test_nvrtc_builds_every_cuda_variant(kernel, options, arch) -> None:
         assert "mma.sync" in mk.note
 
 
+@pytest.mark.parametrize("fmt", ["cuda-cubin-v1", "cuda-ptx-v1"])
+@pytest.mark.parametrize(("kernel", "options"), WGMMA_VARIANTS)
+def test_nvrtc_builds_the_wgmma_gemm_for_sm90a(kernel, options, fmt) -> None:
+    pytest.importorskip("cuda.bindings.nvrtc")
+    mk = CUDA.micro_binary(kernel, fmt, _cuda_info("sm_90"), options)
+    assert mk.binary.target == "sm_90a"  # wgmma is arch-specific: the build is for sm_90a
+    assert mk.workgroup_size == 128 * (options["BM"] // 64) and "wgmma" in mk.note
+    if fmt == "cuda-ptx-v1":
+        text = mk.binary.data.decode()
+        assert ".target sm_90a" in text and f"wgmma.mma_async.sync.aligned.m64n{options['BN']}k16" in text
+
+
 def test_cuda_gemm_refuses_what_it_cannot_build() -> None:
+    with pytest.raises(Unsupported, match="sm_90 only"):
+        CUDA.micro_binary("gemm_f16", "cuda-cubin-v1", _cuda_info("sm_80"), {"MMA": 3})
     with pytest.raises(Unsupported, match="48 KiB"):
         CUDA.micro_binary("gemm_f16", "cuda-cubin-v1", _cuda_info("sm_90"), {"BM": 128, "BN": 256, "STAGES": 3})
     with pytest.raises(Unsupported, match="sm_80 or newer"):

@@ -57,7 +57,7 @@ _KERNEL = {"bandwidth-copy": "copy", "bandwidth-triad": "triad", "fma-f32": "fma
            "matrix-bf16": "matrix_bf16", "gemm-f16": "gemm_f16", "gemm-bf16": "gemm_bf16",
            "latency-dispatch": "noop", "latency-replay": "noop"}
 
-_GEMM = {"m": 4096, "n": 4096, "k": 4096, "tile_m": 128, "tile_n": 128, "tile_k": 32, "stages": 3}
+_GEMM = {"m": 4096, "n": 4096, "k": 4096, "tile_m": 128, "tile_n": 128, "tile_k": 32, "stages": 3, "mma": 0}
 
 _DEFAULTS: dict[str, dict[str, Any]] = {
     "bandwidth-copy": {"bytes": 256 << 20, "unroll": 4, "workgroups": 65535},
@@ -80,8 +80,8 @@ _DEFAULTS: dict[str, dict[str, Any]] = {
 _SHAPING: dict[str, dict[str, str]] = {
     "bandwidth-copy": {"unroll": "UNROLL"},
     "fma-f32": {"chains": "CHAINS", "unroll": "UNROLL", "vector": "VECTOR"},
-    "gemm-f16": {"tile_m": "BM", "tile_n": "BN", "tile_k": "BK", "stages": "STAGES"},
-    "gemm-bf16": {"tile_m": "BM", "tile_n": "BN", "tile_k": "BK", "stages": "STAGES"},
+    "gemm-f16": {"tile_m": "BM", "tile_n": "BN", "tile_k": "BK", "stages": "STAGES", "mma": "MMA"},
+    "gemm-bf16": {"tile_m": "BM", "tile_n": "BN", "tile_k": "BK", "stages": "STAGES", "mma": "MMA"},
 }
 
 

@@ -38,6 +38,8 @@ def _micro(kernel: str, fmt: str, info: Any, options: dict[str, int] | None = No
     nbind, nconst, wg = MICRO_ABI[kernel]
     defines: dict[str, int] = {**OPTIONS.get(kernel, {}), **{k.upper(): int(v) for k, v in (options or {}).items()}}
     defines.pop("STAGES", None)  # the GEMM double-buffers through registers; stages is CUDA's cp.async depth
+    if defines.pop("MMA", 0) not in (0, 1):
+        raise Unsupported("gemm mma 2 / 3 (wgmma) are CUDA kernels; the Vulkan GEMM is cooperative matrix")
     unknown = sorted(set(defines) - set(OPTIONS.get(kernel, {})))
     if unknown:
         raise Unsupported(f"the Vulkan {kernel} kernel takes no option {', '.join(unknown).lower()}")

@@ -239,13 +239,125 @@ _GEMM_TYPES = {
 for _k, _t in _GEMM_TYPES.items():
     SOURCES[_k] = _t + _GEMM_MMA
 
+# The same GEMM through Hopper's warpgroup MMA (sm_90a): BM / 64 warpgroups of 128 threads, each
+# computing a 64 x BN slab with wgmma.mma_async.m64nBNk16 (f32 accumulators in registers, A and B
+# read straight from shared memory through matrix descriptors). Tiles land by cp.async in the
+# layout wgmma's 64-byte swizzle expects (rows of BK = 32 elements = 64 bytes, 16-byte chunk c of
+# row r at chunk c ^ ((r >> 1) & 3), 512-byte aligned atoms of 8 rows: the same XOR as swz()).
+# INFLIGHT (0 or 1) wgmma groups stay in flight across k tiles; the cp.async prefetch then runs
+# STAGES - 1 - INFLIGHT tiles ahead. Shapes not multiples of the tile write nothing.
+_GEMM_WGMMA = r"""
+#define BK 32
+#define NWG (BM / 64)
+#define THREADS (128 * NWG)
+#define NACC (BN / 2)
+#define AHEAD (STAGES - 1 - INFLIGHT)
+
+__device__ __forceinline__ uint smem_addr(const void* p) { return (uint)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ uint swz(uint r, uint c) { return r * 32u + ((c ^ ((r >> 1) & 3u)) << 3); }
+__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"(smem_addr(dst)), "l"(src));
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory"); }
+// K-major operand, 64-byte swizzle (mode 2 in bits 62-63), 8-row groups 512 bytes apart (SBO),
+// leading offset unused for swizzled K-major layouts (1, as CUTLASS sets it)
+__device__ __forceinline__ unsigned long long wg_desc(const void* p) {
+  unsigned long long a = smem_addr(p);
+  return ((a & 0x3FFFFull) >> 4) | (1ull << 16) | ((512ull >> 4) << 32) | (2ull << 62);
+}
+__device__ __forceinline__ void load_tile(T* sa, T* sb, const T* ag, const T* bg, uint K, uint k0, uint tid) {
+  #pragma unroll
+  for (uint j = 0; j < BM * 4 / THREADS; j++) {
+    uint i = tid + j * THREADS;
+    cp_async16(sa + swz(i >> 2, i & 3u), ag + (size_t)(i >> 2) * K + k0 + (i & 3u) * 8u);
+  }
+  #pragma unroll
+  for (uint j = 0; j < BN * 4 / THREADS; j++) {
+    uint i = tid + j * THREADS;
+    cp_async16(sb + swz(i >> 2, i & 3u), bg + (size_t)(i >> 2) * K + k0 + (i & 3u) * 8u);
+  }
+}
+__device__ __forceinline__ void wgmma(float* d, unsigned long long da, unsigned long long db) {
+  WGMMA_ASM
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS, 1)
+micro(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, uint M, uint N, uint K) {
+  __shared__ __align__(1024) T sA[STAGES][BM * BK];
+  __shared__ __align__(1024) T sB[STAGES][BN * BK];
+  if (M % BM || N % BN || K % BK || K == 0) return;
+  uint tiles_m = M / BM, tiles_n = N / BN, pid = blockIdx.x;
+  if (pid >= tiles_m * tiles_n) return;
+  uint width = 8u * tiles_n, first = pid / width * 8u, gsz = min(tiles_m - first, 8u);
+  uint tm = first + (pid % width) % gsz, tn = (pid % width) / gsz;
+  const T* ag = A + (size_t)tm * BM * K;
+  const T* bg = B + (size_t)tn * BN * K;
+  uint tid = threadIdx.x, wg = tid >> 7, lane = tid & 31u, wq = (tid >> 5) & 3u;
+  float d[NACC];
+  #pragma unroll
+  for (int i = 0; i < NACC; i++) d[i] = 0.f;
+  uint KT = K / BK;
+  #pragma unroll
+  for (uint s = 0; s < AHEAD; s++) {
+    if (s < KT) load_tile(sA[s], sB[s], ag, bg, K, s * BK, tid);
+    cp_commit();
+  }
+  for (uint kt = 0; kt < KT; kt++) {
+    cp_wait<AHEAD - 1>();
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // cp.async data -> wgmma's proxy
+    __syncthreads();  // tile kt is in; every warpgroup finished its wgmma of tile kt - 1 - INFLIGHT
+    uint nk = kt + AHEAD;
+    if (nk < KT) load_tile(sA[nk % STAGES], sB[nk % STAGES], ag, bg, K, nk * BK, tid);
+    cp_commit();
+    const T* sa = sA[kt % STAGES] + wg * 64u * BK;
+    const T* sb = sB[kt % STAGES];
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+    #pragma unroll
+    for (uint kk = 0; kk < BK / 16; kk++) wgmma(d, wg_desc(sa + kk * 16u), wg_desc(sb + kk * 16u));
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(INFLIGHT) : "memory");
+  }
+  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+  cp_wait<0>();
+  uint g = lane >> 2, q = lane & 3u;
+  size_t row = (size_t)tm * BM + wg * 64u + wq * 16u + g;
+  #pragma unroll
+  for (uint j = 0; j < BN / 8; j++) {
+    size_t col = (size_t)tn * BN + j * 8u + q * 2u;
+    *(T2*)(C + row * N + col) = PACK2(d[4 * j], d[4 * j + 1]);
+    *(T2*)(C + (row + 8) * N + col) = PACK2(d[4 * j + 2], d[4 * j + 3]);
+  }
+}"""
+
+
+def _wgmma_asm(bn: int, mma_type: str) -> str:
+    """The inline PTX of one wgmma.mma_async.m64n{bn}k16 with bn / 2 f32 accumulators."""
+    n = bn // 2
+    regs = ", ".join(f"%{i}" for i in range(n))
+    outs = ", ".join(f'"+f"(d[{i}])' for i in range(n))
+    return (f'asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{n + 2}, 0;\\n"\n'
+            f'    "wgmma.mma_async.sync.aligned.m64n{bn}k16.f32.{mma_type}.{mma_type} "\n'
+            f'    "{{{regs}}}, %{n}, %{n + 1}, p, 1, 1, 0, 0;\\n}}\\n"\n'
+            f'    : {outs}\n    : "l"(da), "l"(db), "r"(1) : "memory");')
+
+
+def gemm_wgmma_source(kernel: str, bn: int) -> str:
+    """The wgmma GEMM (sm_90a) for ``gemm_f16`` / ``gemm_bf16`` with N tile ``bn``."""
+    mma_type = "bf16" if kernel == "gemm_bf16" else "f16"
+    return _GEMM_TYPES[kernel] + _GEMM_WGMMA.replace("WGMMA_ASM", _wgmma_asm(bn, mma_type))
+
+
 #: the kernel-shaping options of each kernel and their defaults (become #defines)
 OPTIONS: dict[str, dict[str, int]] = {
     "copy": {"UNROLL": 4},
     "fma_f32": {"CHAINS": 32, "UNROLL": 4},
-    "gemm_f16": {"BM": 128, "BN": 128, "STAGES": 3},
-    "gemm_bf16": {"BM": 128, "BN": 128, "STAGES": 3},
+    "gemm_f16": {"BM": 128, "BN": 128, "STAGES": 3, "WGMMA": 0, "INFLIGHT": 0},
+    "gemm_bf16": {"BM": 128, "BN": 128, "STAGES": 3, "WGMMA": 0, "INFLIGHT": 0},
 }
+
+#: tiles the wgmma kernel takes: (BM, BN) -> most stages in 48 KiB of static shared memory
+WGMMA_TILES = {(128, 128): 3, (64, 256): 2, (128, 256): 2, (64, 128): 4, (192, 128): 2, (256, 128): 2}
 
 #: gemm tiles the mma.sync kernel takes: (BM, BN) -> most stages in 48 KiB of static shared memory
 GEMM_TILES = {(128, 128): 3, (128, 256): 2, (256, 128): 2, (64, 128): 4, (128, 64): 4, (64, 64): 6}
@@ -261,8 +373,12 @@ def _defines(kernel: str, options: dict[str, int] | None) -> str:
 
 
 def cuda_source(kernel: str, options: dict[str, int] | None = None) -> str:
-    """The CUDA C of ``kernel`` with its options (OPTIONS) as #defines."""
-    return _HEAD + _defines(kernel, options) + SOURCES[kernel] + "\n"
+    """The CUDA C of ``kernel`` with its options (OPTIONS) as #defines (``WGMMA`` 1 picks the
+    sm_90a warpgroup-MMA GEMM)."""
+    body = SOURCES[kernel]
+    if kernel.startswith("gemm_") and (options or {}).get("WGMMA"):
+        body = gemm_wgmma_source(kernel, int(options["BN"]))
+    return _HEAD + _defines(kernel, options) + body + "\n"
 
 
 def hip_source(kernel: str, header: str, options: dict[str, int] | None = None) -> str:
