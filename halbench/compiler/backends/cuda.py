@@ -89,8 +89,8 @@ def _gemm_variant(defines: dict[str, int], arch: str, uri: str) -> tuple[int, tu
                           f"(tile_m, tile_n): most stages {WGMMA_TILES}, and at least {2 + inflight} stages")
     defines.update(WGMMA=1, INFLIGHT=inflight)
     return (128 * (bm // 64), (bm, bn, bk),
-            f"wgmma m64n{bn}k16 from swizzled shared memory, {bm}x{bn}x{bk} tiles, {stages}-stage cp.async "
-            f"pipeline, {inflight} wgmma group(s) in flight", "sm_90a")
+            (f"wgmma m64n{bn}k16 from swizzled shared memory, {bm}x{bn}x{bk} tiles, {stages}-stage cp.async "
+             f"pipeline, {inflight} wgmma group(s) in flight"), "sm_90a")
 
 
 def _micro(kernel: str, fmt: str, info: Any, options: dict[str, int] | None = None) -> MicroKernel:
