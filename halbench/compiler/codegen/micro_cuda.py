@@ -278,8 +278,14 @@ __device__ __forceinline__ void load_tile(T* sa, T* sb, const T* ag, const T* bg
     cp_async16(sb + swz(i >> 2, i & 3u), bg + (size_t)(i >> 2) * K + k0 + (i & 3u) * 8u);
   }
 }
-__device__ __forceinline__ void wgmma(float* d, unsigned long long da, unsigned long long db) {
+__device__ __forceinline__ void wgmma(float* d, unsigned long long da, unsigned long long db, uint acc) {
   WGMMA_ASM
+}
+// keeps the compiler from moving accumulators between wgmma issue and wait (CUTLASS's
+// warpgroup_fence_operand)
+__device__ __forceinline__ void fence_acc(float* d) {
+  #pragma unroll
+  for (int i = 0; i < NACC; i++) asm volatile("" : "+f"(d[i]) :: "memory");
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
@@ -294,9 +300,7 @@ micro(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, uint 
   const T* ag = A + (size_t)tm * BM * K;
   const T* bg = B + (size_t)tn * BN * K;
   uint tid = threadIdx.x, wg = tid >> 7, lane = tid & 31u, wq = (tid >> 5) & 3u;
-  float d[NACC];
-  #pragma unroll
-  for (int i = 0; i < NACC; i++) d[i] = 0.f;
+  float d[NACC];  // the first wgmma ignores it (scale-d 0): no zeroing inside the wgmma pipeline
   uint KT = K / BK;
   #pragma unroll
   for (uint s = 0; s < AHEAD; s++) {
@@ -312,13 +316,17 @@ micro(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, uint 
     cp_commit();
     const T* sa = sA[kt % STAGES] + wg * 64u * BK;
     const T* sb = sB[kt % STAGES];
+    fence_acc(d);
     asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
     #pragma unroll
-    for (uint kk = 0; kk < BK / 16; kk++) wgmma(d, wg_desc(sa + kk * 16u), wg_desc(sb + kk * 16u));
+    for (uint kk = 0; kk < BK / 16; kk++) wgmma(d, wg_desc(sa + kk * 16u), wg_desc(sb + kk * 16u), kt | kk);
     asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+    fence_acc(d);
     asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(INFLIGHT) : "memory");
+    fence_acc(d);
   }
   asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+  fence_acc(d);
   cp_wait<0>();
   uint g = lane >> 2, q = lane & 3u;
   size_t row = (size_t)tm * BM + wg * 64u + wq * 16u + g;
@@ -339,7 +347,7 @@ def _wgmma_asm(bn: int, mma_type: str) -> str:
     return (f'asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{n + 2}, 0;\\n"\n'
             f'    "wgmma.mma_async.sync.aligned.m64n{bn}k16.f32.{mma_type}.{mma_type} "\n'
             f'    "{{{regs}}}, %{n}, %{n + 1}, p, 1, 1, 0, 0;\\n}}\\n"\n'
-            f'    : {outs}\n    : "l"(da), "l"(db), "r"(1) : "memory");')
+            f'    : {outs}\n    : "l"(da), "l"(db), "r"(acc) : "memory");')
 
 
 def gemm_wgmma_source(kernel: str, bn: int) -> str:
