@@ -43,6 +43,7 @@ def variants(api: str, quick: bool) -> list[tuple[str, dict]]:
             out.append(("fma-f32", {**fma, "chains": chains, "unroll": unroll}))
     if api == "vulkan":
         out.append(("fma-f32", {**fma, "chains": 32, "unroll": 1, "vector": 4}))  # the old kernel
+        out.append(("fma-f32", {**fma, "chains": 32, "unroll": 4, "vector": 4}))  # old, unrolled
     g = {"m": 4096, "n": 4096, "k": 4096}
     if api == "cuda":
         # (tile_m, tile_n, stages, mma): mma 1 = mma.sync, 2 / 3 = wgmma with 0 / 1 groups in flight
