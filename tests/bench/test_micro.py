@@ -144,3 +144,22 @@ def test_bad_kernel_parameters_are_one_line_errors(device, kind, params, match) 
         return
     mb.close()
     pytest.fail(f"{kind} {params} was accepted")
+
+
+@pytest.mark.parametrize(("kind", "params"), [("bandwidth-copy", {"bytes": 1 << 16}),
+                                              ("gemm-f16", {"m": 128, "n": 128, "k": 64})])
+def test_output_not_written_fails_the_check(device, kind, params) -> None:
+    # a first run leaves the right answer in memory; the next benchmark's output starts as NaNs,
+    # so a kernel that wrote nothing could not pass on what the first one left behind
+    try:
+        first = prepare_micro(kind, device, params)
+    except Unsupported as e:
+        pytest.skip(str(e))
+    first.run()
+    assert first.check()["passed"]
+    first.close()
+    mb = prepare_micro(kind, device, params)
+    try:
+        assert not mb.check()["passed"]
+    finally:
+        mb.close()

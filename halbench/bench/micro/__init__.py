@@ -178,7 +178,7 @@ def _prepare_kernel(mb: MicroBenchmark) -> None:
         src = rng.standard_normal(n * 4, dtype=np.float32)
         if kind == "bandwidth-copy":
             bufs[0].write(src)
-            bufs[1].write(np.zeros(4, np.float32))
+            _poison(dev, bufs[1])
             consts = [n]
             mb.metrics = {"bytes": 2.0 * nbytes}
             check = _check_eq(bufs[1], src)
@@ -224,6 +224,15 @@ def _prepare_kernel(mb: MicroBenchmark) -> None:
     _record(mb, exe, workgroups, bufs, consts, repeats, check)
 
 
+def _poison(dev: Device, buf: Any) -> None:
+    """Fill an output with NaNs on the device, so a kernel that skips elements cannot pass on
+    what an earlier benchmark left at the same address."""
+    cb = dev.command_buffer()
+    cb.fill(buf, 0xFFFFFFFF)
+    cb.end()
+    dev.submit(cb).wait(timeout_s=60)
+
+
 def _validate(kind: str, p: dict[str, Any]) -> None:
     """One-line errors for parameters the kernels cannot take (before anything is built)."""
     if kind.startswith("bandwidth-") and int(p["bytes"]) // 16 >= 1 << 31:
@@ -266,7 +275,7 @@ def _prepare_gemm(mb: MicroBenchmark, mk: Any):
     bufs = [dev.allocate(m * k * 2), dev.allocate(n * k * 2), dev.allocate(m * n * 2)]
     bufs[0].write(a_bits)
     bufs[1].write(b_bits)
-    bufs[2].write(np.zeros(1, np.uint16))
+    _poison(dev, bufs[2])
     mb.metrics = {"flops": 2.0 * m * n * k}
     rows = np.arange(m) if m <= 512 else np.unique(np.concatenate(
         [np.arange(0, m, max(1, m // 192)), np.arange(m - 64, m), rng.integers(0, m, 64)]))
