@@ -20,7 +20,8 @@ def _cuda_info(arch: str) -> DeviceInfo:
 
 
 def _vulkan_info(coopmat: bool = True) -> DeviceInfo:
-    rows = (MatrixShape(16, 16, 16, "f16", "f16", "f32", "f32"),) if coopmat else ()
+    rows = (MatrixShape(16, 16, 16, "f16", "f16", "f32", "f32"),
+            MatrixShape(16, 16, 16, "f16", "f16", "f16", "f16")) if coopmat else ()
     return DeviceInfo("vulkan", 0, Identity("NVIDIA H100 80GB HBM3", vendor="NVIDIA", api="Vulkan"),
                       limits=Limits(max_workgroup_invocations=1024, max_shared_memory_bytes=49152,
                                     subgroup_size=32),

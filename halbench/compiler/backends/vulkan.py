@@ -78,10 +78,14 @@ def _gemm_shape(info: Any, defines: dict[str, int]) -> tuple[int, tuple[int, int
     """Workgroup size and (BM, BN, BK) of the cooperative-matrix GEMM; Unsupported where the
     device has no f16 16x16x16 cooperative matrix or the tile does not fit."""
     flags = info.features.flags
-    has = any(r.a_type in ("f16", "float16") and r.c_type in ("f32", "float32") and r.scope == "subgroup"
-              and (r.m, r.n, r.k) == (16, 16, 16) for r in info.features.cooperative_matrix)
-    if not (has and flags.get("cooperativeMatrix")):
+    def has(c_type: str) -> bool:
+        return any(r.a_type in ("f16", "float16") and r.c_type in (c_type, "float" + c_type[1:])
+                   and r.scope == "subgroup" and (r.m, r.n, r.k) == (16, 16, 16)
+                   for r in info.features.cooperative_matrix)
+    if not (has("f32") and flags.get("cooperativeMatrix")):
         raise Unsupported(f"{info.uri} has no f16 -> f32 16x16x16 cooperative matrix (GL_KHR_cooperative_matrix)")
+    if not has("f16"):
+        raise Unsupported(f"{info.uri} has no f16 16x16 cooperative-matrix accumulator to store C in f16")
     bm, bn, bk = defines["BM"], defines["BN"], defines["BK"]
     sub = info.limits.subgroup_size or 32
     if bm % 64 or bn % 64 or not (64 <= bm <= 256 and 64 <= bn <= 256) or bk not in (16, 32):
