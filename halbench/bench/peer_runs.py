@@ -159,7 +159,7 @@ def _measure(spec: BenchmarkSpec, device: Any, job: PeerJob, peer: Any, info: di
                                      f"{corr.get('rel_error', float('nan')):.3g} > tolerance {tol:g}")
     source = "cuda-events" if out.get("timed_on") == "device" else "host"
     return replace(entry, samples=Samples(tuple(out.get("device_ms") or ()), tuple(out.get("host_ms") or ())),
-                   timing=Timing(s.warmup, s.min_time_s, s.min_samples, False, None, source),
+                   timing=Timing(s.warmup, s.min_time_s, s.min_samples, False, None, source, s.warmup_s),
                    metrics=Metrics(items_per_run=int(spec.params.get("batch", 1))))
 
 

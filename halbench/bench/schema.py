@@ -91,6 +91,7 @@ class Timing:
     calibrated: bool
     calibration_deviation_ns: float | None
     total_source: str
+    warmup_s: float = 0.0  # absent in files written before it existed
 
     def to_dict(self) -> dict[str, Any]:
         return _plain(self.__dict__)

@@ -40,6 +40,8 @@ SUITES_DIR = Path(__file__).resolve().parents[2] / "suites"
 @dataclass(frozen=True)
 class Settings:
     warmup: int = 2
+    #: ... and warm up for at least this long: GPUs raise their clocks after ~0.2 s of load
+    warmup_s: float = 0.25
     min_time_s: float = 0.5
     min_samples: int = 10
     max_samples: int = 1000

@@ -28,6 +28,7 @@ class SettingsModel(_Strict):
     """Sampling settings: the suite's defaults, overridden per benchmark."""
 
     warmup: Annotated[int, Field(ge=0, le=100_000)] | None = None
+    warmup_s: Annotated[Finite, Field(ge=0, le=3600)] | None = None
     min_time_s: Annotated[Finite, Field(ge=0, le=86_400)] | None = None
     min_samples: Annotated[int, Field(ge=1, le=10_000_000)] | None = None
     max_samples: Annotated[int, Field(ge=1, le=10_000_000)] | None = None

@@ -115,3 +115,28 @@ def test_repetitions_run_round_robin_and_keep_blocks(tmp_path: Path) -> None:
     assert by["a"]["samples"]["blocks"] == [2, 2, 2] and len(by["a"]["samples"]["device_ms"]) == 6
     assert by["b"]["samples"]["blocks"] == [2, 2]
     assert len(doc["benchmarks"]) == 2
+
+
+def test_sample_loop_warms_up_for_warmup_s_before_sampling():
+    """GPUs raise clocks only after some time under load: warmup is a count AND a time floor."""
+    import time as _time
+
+    from halbench.bench.runner import sample_loop
+    from halbench.bench.suite import Settings
+
+    calls: list[float] = []
+
+    def run() -> float:
+        calls.append(_time.monotonic())
+        _time.sleep(0.005)
+        return len(calls)
+
+    s = Settings(warmup=1, warmup_s=0.1, min_time_s=0.0, min_samples=3, max_samples=3)
+    samples = sample_loop(run, s)
+    assert samples == [len(calls) - 2, len(calls) - 1, len(calls)]
+    warm = calls[:-3]
+    assert len(warm) > 1 and calls[-3] - calls[0] >= 0.1
+    # warmup_s 0 keeps the count alone
+    calls.clear()
+    assert len(sample_loop(run, Settings(warmup=2, warmup_s=0.0, min_time_s=0.0, min_samples=1, max_samples=1))) == 1
+    assert len(calls) == 3
