@@ -21,6 +21,8 @@ a typo cannot silently change what is measured.
 
 from __future__ import annotations
 
+import dataclasses
+
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -166,6 +168,16 @@ def load_suite(name_or_path: str) -> Suite:
             raise UserError(f"suite {path}: peers[{i}]: {e}") from None
     return Suite(sd.name or path.stem, sd.description or "", str(path), hashlib.sha256(raw).hexdigest(),
                  devices, settings, sd.gate.model_dump(exclude_none=True), tuple(specs), tuple(peers))
+
+
+def with_precision(suite: Suite, precision: str) -> Suite:
+    """``suite`` with every model compiled at ``precision`` (``run-suite --precision``)."""
+    from halbench.precision import check_precision
+
+    check_precision(precision)
+    specs = tuple(dataclasses.replace(b, params={**b.params, "precision": precision}) if b.kind == "model" else b
+                  for b in suite.benchmarks)
+    return dataclasses.replace(suite, benchmarks=specs)
 
 
 def _devices(v: list[str] | str) -> tuple[str, ...]:

@@ -11,7 +11,8 @@ Families:
   reductions looping over their reduction dims);
 - ``reduce_wg``: one workgroup per output point for long contiguous reductions;
 - ``gemm``: shared-memory tiled GEMM for matmul, batch_matmul and conv2d (implicit GEMM);
-- ``gemm_mma``: matrix units (cooperative matrix / WMMA) for f16 GEMMs where the target has them.
+- ``gemm_mma``: matrix units (cooperative matrix / WMMA) for f16 / bf16 GEMMs, and f32 ones
+  compiled with ``--precision tf32|f16|bf16``, where the target has them.
 """
 
 from __future__ import annotations
@@ -685,11 +686,20 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
     problem = {"M": m, "N": n, "K": k, "load_a": load_a, "load_b": load_b, "a_kc": a_kc, "b_nc": b_nc,
                "out": out, "finish": finish, "batch": batch, "name": c.d.name}
     in_dt = c.dtype(ia)
-    frag = mma_fragment(t, in_dt) if c.dtype(ib) == in_dt else None
+    # --precision (compile._mark_precision): f32 operands rounded to tf32 / f16 / bf16 as they are
+    # staged in shared memory, on matrix units where the target has them for that type, else on
+    # the scalar GEMM below (the same rounding, f32 FMAs).
+    precision = a.get("precision", "fp32") if in_dt == "f32" else "fp32"
+    if precision != "fp32":
+        frag = mma_fragment(t, precision) if c.dtype(ib) == in_dt else None
+    else:
+        frag = mma_fragment(t, in_dt) if c.dtype(ib) == in_dt else None
     mt = mma_tiles(t, frag, m, n, k, batch) if frag is not None else None
     if mt is not None:
-        ctx, shared = mma_context(c.L, mt, in_dt)
+        ctx, shared = mma_context(c.L, mt, precision if precision != "fp32" else in_dt)
         ctx.update(problem)
+        if precision != "fp32":  # 16-byte vectors of 8 16-bit elements: the operands are f32 here
+            vec_off = (None, None)
         ctx["vec_a"], ctx["vec_b"] = (None if off is None else vector_load(c.L, i, off)
                                       for i, off in zip((ia, ib), vec_off))
         gx, gy = -(-n // mt.bn), -(-m // mt.bm)
@@ -704,13 +714,23 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
     ctx = {"BM": tiles.bm, "BN": tiles.bn, "BK": tiles.bk, "TM": tiles.tm, "TN": tiles.tn,
            "TX": tiles.bn // tiles.tn, "TY": tiles.bm // tiles.tm, "WG": tiles.threads, "PAD": 4,
            "SPLIT": slices, "DEPTH": sp.depth if slices > 1 else k, "GX": gx, "GY": gy,
-           "SB": len(c.d.values) + uses_extract(c.d), "PART": sp.counters if sp is not None else 0, **problem}
+           "SB": len(c.d.values) + uses_extract(c.d), "PART": sp.counters if sp is not None else 0,
+           "ROUND": round_expr(c.L, precision), **problem}
     runs = t.api == "vulkan"
     ctx["ROW"], ctx["COL"] = _owned(tiles.tm, tiles.bm, "ty", runs), _owned(tiles.tn, tiles.bn, "tx", runs)
     shared = [("float", "As", tiles.bk * (tiles.bm + 4)), ("float", "Bs", tiles.bk * (tiles.bn + 4))]
     if slices > 1:
         shared.append(("int", "hb_last", 1))
     return Plan("gemm.j2", ctx, (tiles.threads, 1, 1), (gx, gy, batch * slices), shared, helpers=helpers)
+
+
+def round_expr(lang: Lang, precision: str) -> str:
+    """An f32 value (``{}``) rounded to ``precision`` and back, round-to-nearest-even: what the
+    scalar GEMM stages under ``--precision`` where the target has no matrix units for it (the
+    matrix GEMM rounds in its own conversion, matrix.mma_context)."""
+    if precision == "f16":
+        return lang.round_half("{}")
+    return {"fp32": "{}", "bf16": "hb_round_bf16({})", "tf32": "hb_round_tf32({})"}[precision]
 
 
 def _owned(t: int, b: int, var: str, contiguous: bool) -> list[str]:
