@@ -346,9 +346,6 @@ def list_targets_cmd(api: str | None, fmt: str) -> None:
 
 @main.command("check")
 @click.argument("model", metavar="MODEL.onnx", type=click.Path(dir_okay=False))
-@click.option("--precision", default="fp32", show_default=True, metavar="fp32|tf32|f16|bf16",
-              help="Operands of f32 matmuls and convolutions: fp32 exact, or rounded to tf32 / f16 / bf16 "
-                   "for the matrix units (f32 accumulation; inputs, outputs and other ops stay f32).")
 @click.option("--input-shape", "input_shapes", multiple=True, metavar="NAME=1x3x224x224",
               help="Static shape for an input with dynamic dimensions (repeatable).")
 @click.option("--freeze-input", "frozen", multiple=True, metavar="NAME=2xi64=1,2",
@@ -521,6 +518,9 @@ def _ignored_rocm_flag(ctx: click.Context, param: click.Parameter, value: str | 
                    "cuda://GPU-...) [default: the first GPU].")
 @click.option("--weights", type=click.Choice(["file", "random"]), default="file", show_default=True,
               help="Store weights in the bundle, or declare them seeded-random (small benchmark bundles).")
+@click.option("--precision", default="fp32", show_default=True, metavar="fp32|tf32|f16|bf16",
+              help="Operands of f32 matmuls and convolutions: fp32 exact, or rounded to tf32 / f16 / bf16 "
+                   "for the matrix units (f32 accumulation; inputs, outputs and other ops stay f32).")
 @click.option("--input-shape", "input_shapes", multiple=True, metavar="NAME=1x3x224x224",
               help="Static shape for an input with dynamic dimensions (repeatable).")
 @click.option("--freeze-input", "frozen", multiple=True, metavar="NAME=2xi64=1,2",

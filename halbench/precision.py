@@ -55,11 +55,12 @@ def round_operand(x: np.ndarray, precision: str | None) -> np.ndarray:
     p = check_precision(precision)
     if p == "fp32" or x.dtype != np.float32:
         return x
-    if p == "f16":
-        return x.astype(np.float16).astype(np.float32)
+    if p == "f16":  # beyond f16's range is inf, as on the GPU (and in torch.autocast)
+        with np.errstate(over="ignore"):
+            return x.astype(np.float16).astype(np.float32)
     # tf32 keeps 10 explicit mantissa bits (drops 13 of f32's 23), bf16 keeps 7 (drops 16):
     # round to nearest even on the bits; the exponent is f32's, so only a value within half an
-    # ulp of f32's largest becomes inf (as on the GPU, kernels.round_expr).
+    # ulp of f32's largest becomes inf (as on the GPU: kernels.round_expr).
     drop = 13 if p == "tf32" else 16
     u = np.ascontiguousarray(x).view(np.uint32).astype(np.uint64)
     finite = (u & 0x7F800000) != 0x7F800000

@@ -288,7 +288,9 @@ def _mark_precision(g: Graph, options: CompileOptions) -> list[str]:
             notes.append(f"--precision {p}: the {api} target {name} has no {p} matrix units here; its "
                          f"{count} GEMMs round their operands to {p} and multiply on the f32 units")
     return notes
-name: str) -> str:
+
+
+def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", name) or "w"
 
 
