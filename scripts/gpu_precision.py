@@ -138,8 +138,8 @@ def _torch(onnx_path: Path, inputs: list[np.ndarray], precision: str, ref) -> tu
 
 def run_all(root: Path, models: list[str], batches: list[int], devices: list[str], rounds: int) -> None:
     import halbench
-    from halbench.bench.reference import compare_outputs
     from halbench.bench import zoo
+    from halbench.bench.reference import compare_outputs
     from halbench.precision import tolerance
     from halbench.runtime import Module
 

@@ -22,7 +22,6 @@ a typo cannot silently change what is measured.
 from __future__ import annotations
 
 import dataclasses
-
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path

@@ -60,13 +60,15 @@ def test_rounding_matches_the_formats():
     assert round_operand(x, "fp32") is x
 
 
-def test_bad_precision_is_one_line():
+def test_bad_precision_is_one_line(tmp_path):
     with pytest.raises(UserError, match="--precision 'fp64' is unknown; use one of fp32, tf32, f16, bf16"):
         CompileOptions(precision="fp64")
-    r = subprocess.run([sys.executable, "-m", "halbench", "compile", "nothing.onnx", "-o", "/tmp/x.hbx",
-                        "--precision", "half"], capture_output=True, text=True)
+    model = _onnx_gemm_conv(tmp_path)
+    r = subprocess.run([sys.executable, "-m", "halbench", "compile", str(model), "-o", str(tmp_path / "x.hbx"),
+                        "--precision", "half"], check=False, capture_output=True, text=True)
     assert r.returncode != 0 and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and "'half' is unknown" in r.stderr
+    assert not (tmp_path / "x.hbx").exists()
 
 
 # -- local-sync against onnxruntime ----------------------------------------------------------
@@ -167,6 +169,23 @@ def test_cuda_matrix_units_for_f32_operands(case, precision, arch):
             "bf16": r"wmma\.mma\.sync\.aligned\.row\.row\.m16n16k16\.f32\.bf16\.bf16\.f32",
             "tf32": r"wmma\.mma\.sync\.aligned\.row\.row\.m16n16k8\.f32\.tf32\.tf32\.f32"}[precision]
     assert re.search(want, ptx.payload.decode()), f"{case}/{precision}/{arch}: no {want}"
+
+
+@pytest.mark.parametrize("case,operand", [("matmul", "x"), ("conv", "w")])
+def test_f32_operands_load_as_float4_from_the_right_binding(case, operand):
+    """A 16-byte load per 4 contiguous f32 operand elements: A of a matmul is its first input,
+    A of an NCHW conv (implicit GEMM) its filter; either way the vector reads that binding."""
+    from halbench.compiler.codegen.cuda import cuda_source
+    from halbench.compiler.codegen.glsl import glsl_sources
+
+    g, d = {"matmul": lambda: cc.matmul(64, 72, 40), "conv": _cases()["conv"]}[case]()
+    d = _with_precision((g, d), "f16")[1]
+    names = [v for v in d.inputs if v.startswith(operand)] or [d.inputs[0]]
+    want = d.inputs.index(names[0]) if case == "conv" else 0
+    _, src = cuda_source(d, g, "sm_90")
+    assert re.findall(r"q = reinterpret_cast<const float4\*>\(B(\d+)\)", src)[0] == str(want)
+    _, srcs = glsl_sources(d, g, "h100", abis=("descriptors",))
+    assert re.findall(r"q = V(\d+)\[", srcs["descriptors"])[0] == str(want)
 
 
 def test_cuda_without_tf32_units_rounds_on_the_scalar_gemm():

@@ -621,6 +621,10 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
     ia, ib = c.b(op.inputs[0]), c.b(op.inputs[1])
     helpers: list[tuple[str, str, str, list[str]]] = []
     vec_off: tuple[str | None, str | None] = (None, None)
+    # Element offsets of A[m][k..k+3] / B[k][n..n+3] of f32 operands where those 4 are contiguous
+    # and 16-byte aligned: the matrix GEMM of --precision then loads them as one float4.
+    vec4_off: tuple[str | None, str | None] = (None, None)
+    operands = (ia, ib)  # the bindings A and B are read from (an NCHW conv's A is its filter)
     if op.kind in ("matmul", "batch_matmul"):
         sa, sb = c.shape(ia), c.shape(ib)
         batch = sa[0] if op.kind == "batch_matmul" else 1
@@ -636,6 +640,8 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
         # 16-byte aligned: the matrix GEMM then loads them as one 16-byte vector.
         vec_off = (lin(sa, pre + ["m", "k"]) if a_kc and k % 8 == 0 else None,
                    lin(sb, pre + ["k", "n"]) if b_nc and n % 8 == 0 else None)
+        vec4_off = (lin(sa, pre + ["m", "k"]) if a_kc and k % 4 == 0 else None,
+                    lin(sb, pre + ["k", "n"]) if b_nc and n % 4 == 0 else None)
     else:  # conv2d as implicit GEMM
         layout = a["layout"]
         xs, ws = c.shape(ia), c.shape(ib)
@@ -653,6 +659,9 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
             batch, m, n, k = g, f, nb * oh * ow, cin * kh * kw
             pre = ["b"] if layout == "ngchw" else []
             load_a = c.L.load(ib, c.dtype(ib), f"{'b * ' + str(f * k) + ' + ' if pre else ''}m * {k} + k")
+            operands = (ib, ia)
+            if k % 4 == 0:
+                vec4_off = (f"{'b * ' + str(f * k) + ' + ' if pre else ''}m * {k} + k", None)
             xc = (["nn", "b", "ci", "ih", "iw"] if pre else ["nn", "ci", "ih", "iw"])
             im2col_k = [f"int ci = k / {kh * kw};", f"int ki = (k / {kw}) % {kh};", f"int kj = k % {kw};"]
             im2col_n = [f"int nn = n / {oh * ow};", f"int oy = (n / {ow}) % {oh};", f"int ox = n % {ow};"]
@@ -674,6 +683,8 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
             fn_n = [f"int nn = n / {oh * ow};", f"int oy = (n / {ow}) % {oh};", f"int ox = n % {ow};"]
             load_a = "hb_im2col(b, k, m)"
             load_b = c.L.load(ib, c.dtype(ib), f"k * {f} + n" if layout == "nhwc_hwcf" else f"n * {k} + k")
+            if layout == "nhwc_hwcf" and f % 4 == 0:
+                vec4_off = (None, f"k * {f} + n")
             out = [f"(m / {oh * ow})", f"((m / {ow}) % {oh})", f"(m % {ow})", "n"]
             a_kc, b_nc = True, layout == "nhwc_hwcf"
         x_ld = c.ld(ia, xc)
@@ -698,13 +709,18 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
     if mt is not None:
         ctx, shared = mma_context(c.L, mt, precision if precision != "fp32" else in_dt)
         ctx.update(problem)
-        if precision != "fp32":  # 16-byte vectors of 8 16-bit elements: the operands are f32 here
+        if precision != "fp32":  # f32 operands: 4 per 16-byte vector, not 8
             vec_off = (None, None)
+        else:
+            vec4_off = (None, None)
         ctx["vec_a"], ctx["vec_b"] = (None if off is None else vector_load(c.L, i, off)
                                       for i, off in zip((ia, ib), vec_off))
+        ctx["vec4_a"], ctx["vec4_b"] = (None if off is None else c.L.load4(i, f"({off}) / 4")
+                                        for i, off in zip(operands, vec4_off))
         gx, gy = -(-n // mt.bn), -(-m // mt.bm)
         p = Plan("gemm_mma.j2", ctx, (mt.threads, 1, 1), (gx, gy, batch), shared, helpers=helpers)
         p.vec4 = {i for i, off in zip((ia, ib), vec_off) if off is not None}
+        p.vec4 |= {i for i, off in zip(operands, vec4_off) if off is not None}
         p.features.add("mma")
         return p
     sp = gemm_split(c.d, c.g)
