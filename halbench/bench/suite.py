@@ -12,6 +12,7 @@ A suite file looks like this (``suites/smoke.yaml`` is a complete example)::
     models:
       - {name: tiny-cnn/b1, zoo: tiny-cnn, batch: 1}
       - {name: mine, path: models/mine.onnx, inputs: ["1x3x224x224xf32"], weights: random}
+      - {name: resnet50-f16, zoo: resnet50, precision: f16}   # compile --precision; tolerance follows
     micro:
       - {name: peak/bandwidth/copy, kind: bandwidth-copy, params: {bytes: 16777216}}
 

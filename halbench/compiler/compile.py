@@ -269,14 +269,16 @@ def _mark_precision(g: Graph, options: CompileOptions) -> list[str]:
     """Record ``options.precision`` on every f32 GEMM root (attr ``precision``: codegen and the
     local kernels read it there); the notes say which targets have no matrix units for it."""
     p = options.precision
-    if p == "fp32":
-        return []
     count = 0
     for d in g.ops:
         root = d.attrs["root"]
-        if root.kind in _GEMMS and all(g.types[v].dtype == "f32" for v in (*root.inputs[:2], root.outputs[0])):
+        root.attrs.pop("precision", None)  # a graph compiled before keeps no mark of that compile
+        if p != "fp32" and root.kind in _GEMMS and \
+                all(g.types[v].dtype == "f32" for v in (*root.inputs[:2], root.outputs[0])):
             root.attrs["precision"] = p
             count += 1
+    if p == "fp32":
+        return []
     if not count:
         return [f"--precision {p}: the model has no f32 GEMM or convolution; nothing is rounded"]
     from halbench.compiler.codegen.tuning import mma_fragment, tuning_for
