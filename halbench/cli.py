@@ -199,7 +199,12 @@ def run_suite_cmd(suite: str, output: str, devices: tuple[str, ...], only: tuple
             raise BadOption("--precision runs in one process only; with --parallel or --cluster, give the "
                             "suite's model entries precision: instead")
 
-        s = with_precision(s, precision)
+        try:
+            s = with_precision(s, precision)
+        except UserError as e:  # a bad value: exit 2 like an unusable suite, nothing written
+            from halbench.errors import BadOption
+
+            raise BadOption(str(e)) from None
     common = {"devices": list(devices) or None, "only": list(only) or None, "progress": not no_progress,
               "command_line": ["halbench", *sys.argv[1:]], "resume": resume}
     if parallel and cluster:

@@ -69,6 +69,9 @@ def test_bad_precision_is_one_line(tmp_path):
     assert r.returncode != 0 and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and "'half' is unknown" in r.stderr
     assert not (tmp_path / "x.hbx").exists()
+    r = subprocess.run([sys.executable, "-m", "halbench", "run-suite", "smoke", "--precision", "fp8",
+                        "-o", str(tmp_path / "r.json")], check=False, capture_output=True, text=True)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "'fp8' is unknown" in r.stderr
 
 
 # -- local-sync against onnxruntime ----------------------------------------------------------
