@@ -221,7 +221,7 @@ def main() -> None:
     c.add_argument("--target", default="h100")
     r = sub.add_parser("run")
     r.add_argument("root", type=Path)
-    r.add_argument("--devices", nargs="+", default=["cuda://0", "vulkan://0"])
+    r.add_argument("--devices", nargs="+", default=["cuda://", "vulkan://"])
     r.add_argument("--rounds", type=int, default=4)
     for p in (c, r):
         p.add_argument("--models", nargs="+", default=list(MODELS))
