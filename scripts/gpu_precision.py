@@ -165,33 +165,41 @@ def run_all(root: Path, models: list[str], batches: list[int], devices: list[str
             for uri in devices:
                 try:
                     with halbench.create_device(uri) as dev:
-                        mods = {p: Module.load(bundles[p], dev) for p in precs}
+                        mods = {}
+                        for p in precs:  # a bundle this device cannot run costs its row only
+                            try:
+                                mods[p] = Module.load(bundles[p], dev)
+                            except Exception as e:  # noqa: BLE001
+                                print(f"{model} b{batch} {uri} {p}: {type(e).__name__}: {str(e)[:200]}", flush=True)
+                        if not mods:
+                            continue
+                        here = list(mods)
                         try:
-                            inputs = [feeds[s.name] for s in mods[precs[0]].function(None).inputs]
+                            inputs = [feeds[s.name] for s in mods[here[0]].function(None).inputs]
                             errs = {}
                             for p, mod in mods.items():
                                 c = compare_outputs(mod.invoke(None, inputs), ref, tolerance(p), "onnxruntime") \
                                     if ref is not None else {"rel_error": float("nan"), "passed": None}
                                 errs[p] = (c["rel_error"], c["passed"])
-                            times: dict[str, list[float]] = {p: [] for p in precs}
+                            times: dict[str, list[float]] = {p: [] for p in here}
                             for _ in range(rounds):  # interleaved: drift hits every precision alike
                                 for p, mod in mods.items():
                                     times[p] += list(mod.profile(None, inputs, runs=25, warmup=3,
                                                                  dispatch_times=False).total_ns)
                             top = {}
-                            for p in precs[1:]:
+                            for p in here[1:] if len(here) > 1 else here:
                                 pb = mods[p].profile(None, inputs, runs=10, warmup=2)
                                 per = np.median(np.array(pb.dispatch_ns), axis=0) / 1e6
                                 top[p] = sorted(zip(per, [d.name for d in pb.dispatches]), reverse=True)[:3]
                         finally:
                             for mod in mods.values():
                                 mod.close()
-                    for p in precs:
+                    for p in here:
                         ms = float(np.median(times[p])) / 1e6
                         tms, terr = torch[p]
                         rows.append((model, batch, uri, p, ms, errs[p], tms, terr))
                     print(f"{model} b{batch} {uri:10} " + "  ".join(
-                        f"{p} {float(np.median(times[p])) / 1e6:.3f} ms (err {errs[p][0]:.1e})" for p in precs)
+                        f"{p} {float(np.median(times[p])) / 1e6:.3f} ms (err {errs[p][0]:.1e})" for p in here)
                         + "  | torch " + "  ".join(f"{p} {torch[p][0] or float('nan'):.3f}" for p in precs),
                         flush=True)
                     for p, t in top.items():

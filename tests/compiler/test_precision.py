@@ -258,6 +258,28 @@ def test_lavapipe_runs_the_rounded_scalar_gemm(vk, case, precision):
     assert rel_err(got, exact) > 1e-5 and rel_err(got, exact) <= TOLERANCE[precision]
 
 
+def test_lavapipe_refuses_a_cooperative_matrix_bundle_in_one_line(vk, gemmconv):
+    """A bundle compiled --precision f16 for an NVIDIA Vulkan target uses cooperative matrix:
+    lavapipe has none, and loading says so in one line. Compiled for lavapipe's own target (or
+    the generic one) the same model runs there on the rounded scalar GEMM, within tolerance."""
+    from halbench.runtime import Module
+
+    tmp, path, feeds, ref = gemmconv
+    nv = tmp / "f16-h100.hbx"
+    compile_model(path, CompileOptions(target_devices=("vulkan",), targets={"vulkan": "h100"},
+                                       precision="f16")).write(nv)
+    with pytest.raises(UserError, match="needs cooperativeMatrix") as e:
+        Module.load(nv, vk)
+    assert "\n" not in str(e.value)
+    generic = tmp / "f16-generic.hbx"
+    cm = compile_model(path, CompileOptions(target_devices=("vulkan",), precision="f16"))
+    cm.write(generic)
+    assert any("has no f16 matrix units" in n for n in cm.notes)
+    with Module.load(generic, vk) as m:
+        got = m.invoke(None, [feeds["x"]])[0]
+    assert 1e-5 < rel_err(got, ref) <= TOLERANCE["f16"]
+
+
 # -- what is recorded -----------------------------------------------------------------------
 
 def test_manifest_cache_key_and_notes(gemmconv):
