@@ -340,3 +340,56 @@ def test_torch_peer_takes_f16_and_bf16_only_where_it_runs_them():
         parse_peer({"peer": "onnxruntime/cpu", "precision": "bf16"})
     with pytest.raises(BadOption, match="unknown"):
         parse_peer({"peer": "torch/eager", "precision": "f8"})
+
+
+# -- GPU (--gpu): the matrix GEMM of f32 operands against the rounding oracle ---------------
+
+GPU_PRECISION_CASES = {**_cases(), "matmul_aligned": lambda: cc.matmul(128, 96, 64, epilogue=True),
+                       "conv_hwcf": lambda: cc.conv("nhwc_hwcf", 2, 8, 13, 11, 24, (3, 3), 1, 1, (1, 1, 1, 1))}
+
+
+def _run_against_oracle(dev, variant, g, d, precision: str) -> None:
+    """Products of rounded operands are exact in f32, so the GPU and the rounding NumPy oracle
+    differ only in summation order (~1e-7); the unrounded f32 result is far from both."""
+    from tests.compiler.test_codegen_vulkan import run_variant
+
+    xs = cc.random_inputs(g, d, seed=7)
+    want = cc.reference(g, d, xs)[0]
+    root = d.attrs["root"]
+    root.attrs.pop("precision")
+    exact = cc.reference(g, d, xs)[0]
+    root.attrs["precision"] = precision
+    got = run_variant(dev, variant, xs, [(g.types[o].shape, np.float32) for o in d.outputs])[0]
+    assert np.isfinite(got).all()
+    assert rel_err(got, want) < 1e-5, f"{precision}: {rel_err(got, want):.2e} from the rounding oracle"
+    assert rel_err(got, exact) > 1e-5  # the operands were rounded
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("precision", REDUCED)
+@pytest.mark.parametrize("case", sorted(GPU_PRECISION_CASES))
+def test_runs_on_cuda_matrix_units(case, precision):
+    import halbench
+    from halbench.compiler.codegen.cuda import generate_cuda
+
+    with halbench.create_device("cuda://") as dev:
+        g, d = _with_precision(GPU_PRECISION_CASES[case](), precision)
+        (v,) = generate_cuda(d, g, dev.info.identity.arch, formats=("cubin",))
+        assert "nvcuda::wmma" in v.source
+        _run_against_oracle(dev, v, g, d, precision)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("precision", REDUCED)
+@pytest.mark.parametrize("case", sorted(GPU_PRECISION_CASES))
+def test_runs_on_vulkan(case, precision):
+    """f16 on the cooperative matrix where the device has it; tf32 / bf16 on the rounded scalar GEMM."""
+    import halbench
+    from halbench.compiler.codegen.glsl import generate_vulkan
+    from halbench.compiler.targets import target_from_device
+
+    with halbench.create_device("vulkan://") as dev:
+        target = target_from_device(dev.info, "vulkan")
+        g, d = _with_precision(GPU_PRECISION_CASES[case](), precision)
+        (v,) = generate_vulkan(d, g, target, "bda")
+        _run_against_oracle(dev, v, g, d, precision)
