@@ -162,9 +162,12 @@ def list_drivers(fmt: str) -> None:
               help="Run every device of this host at once: one pinned process per physical device.")
 @click.option("--cluster", default=None, metavar="ray://HOST:PORT|HOST:PORT|auto",
               help="Run on every device of every node of a Ray cluster (needs halbench[fleet]).")
+@click.option("--precision", default=None, metavar="fp32|tf32|f16|bf16",
+              help="Compile every model at this precision (as `compile --precision`), overriding the "
+                   "suite's; the correctness tolerance follows it.")
 def run_suite_cmd(suite: str, output: str, devices: tuple[str, ...], only: tuple[str, ...],
                   report_path: str | None, no_progress: bool, resume: bool, peers: tuple[str, ...],
-                  parallel: bool, cluster: str | None) -> None:
+                  parallel: bool, cluster: str | None, precision: str | None) -> None:
     """Run a benchmark SUITE (a YAML file, or a shipped suite name: smoke, models, device-peaks).
 
     Exit codes: 0 every benchmark ran and was correct (one skipped because a feature is missing
@@ -187,6 +190,21 @@ def run_suite_cmd(suite: str, output: str, devices: tuple[str, ...], only: tuple
         from halbench.errors import BadOption
 
         raise BadOption(str(e)) from None
+    if precision is not None:
+        from halbench.bench.suite import with_precision
+
+        if parallel or cluster:  # their workers read the suite file again
+            from halbench.errors import BadOption
+
+            raise BadOption("--precision runs in one process only; with --parallel or --cluster, give the "
+                            "suite's model entries precision: instead")
+
+        try:
+            s = with_precision(s, precision)
+        except UserError as e:  # a bad value: exit 2 like an unusable suite, nothing written
+            from halbench.errors import BadOption
+
+            raise BadOption(str(e)) from None
     common = {"devices": list(devices) or None, "only": list(only) or None, "progress": not no_progress,
               "command_line": ["halbench", *sys.argv[1:]], "resume": resume}
     if parallel and cluster:
@@ -505,6 +523,9 @@ def _ignored_rocm_flag(ctx: click.Context, param: click.Parameter, value: str | 
                    "cuda://GPU-...) [default: the first GPU].")
 @click.option("--weights", type=click.Choice(["file", "random"]), default="file", show_default=True,
               help="Store weights in the bundle, or declare them seeded-random (small benchmark bundles).")
+@click.option("--precision", default="fp32", show_default=True, metavar="fp32|tf32|f16|bf16",
+              help="Operands of f32 matmuls and convolutions: fp32 exact, or rounded to tf32 / f16 / bf16 "
+                   "for the matrix units (f32 accumulation; inputs, outputs and other ops stay f32).")
 @click.option("--input-shape", "input_shapes", multiple=True, metavar="NAME=1x3x224x224",
               help="Static shape for an input with dynamic dimensions (repeatable).")
 @click.option("--freeze-input", "frozen", multiple=True, metavar="NAME=2xi64=1,2",
@@ -514,8 +535,8 @@ def _ignored_rocm_flag(ctx: click.Context, param: click.Parameter, value: str | 
 @click.option("--statistics", is_flag=True, help="Print compile statistics.")
 @FORMAT_CTX
 def compile_cmd(input_path: str, output: str, target_devices: tuple[str, ...], target_all: str | None,
-                target_device_uri: str | None, weights: str, input_shapes: tuple[str, ...], frozen: tuple[str, ...], dump_after: str | None,
-                statistics: bool, **per_backend: str | None) -> None:
+                target_device_uri: str | None, weights: str, precision: str, input_shapes: tuple[str, ...],
+                frozen: tuple[str, ...], dump_after: str | None, statistics: bool, **per_backend: str | None) -> None:
     """Compile an ONNX or MLIR model into a bundle (.hbx) for run-module and the runtime."""
     from halbench.bundle import write_bundle
 
@@ -534,7 +555,8 @@ def compile_cmd(input_path: str, output: str, target_devices: tuple[str, ...], t
     options = CompileOptions(target_devices=tuple(target_devices), weights=weights,
                              input_shapes=_input_shapes(input_shapes), dump_after=dump_after,
                              targets={k: v for k, v in targets.items() if v}, backend_options=backend_options,
-                             input_values=_frozen_inputs(frozen), target_device_uri=target_device_uri)
+                             input_values=_frozen_inputs(frozen), target_device_uri=target_device_uri,
+                             precision=precision)
     result = compile_model(input_path, options)
     for note in getattr(result, "notes", ()):
         click.echo(f"halbench: note: {note}", err=True)

@@ -53,7 +53,8 @@ def test_layer_imports_point_down(layer: str) -> None:
 
 
 def test_hal_core_imports_no_layer_above() -> None:
-    for name in ("hal.py", "errors.py", "uri.py", "dtypes.py", "files.py", "arch.py", "tools.py", "validation.py"):
+    for name in ("hal.py", "errors.py", "uri.py", "dtypes.py", "files.py", "arch.py", "tools.py", "validation.py",
+                 "precision.py"):
         allowed = ("probe",) if name == "hal.py" else ()  # hal.py takes DeviceInfo from probe.info
         above = [n for n in _imports(PKG / name) if n.startswith("halbench.") and n.split(".")[1] in
                  ("drivers", "compiler", "runtime", "bench", "reports", "probe", "kernels")

@@ -59,24 +59,32 @@ class PreparedModel:
     independent: list[np.ndarray] | None = None
     independent_name: str = "local-sync"
     reference_note: str | None = None
+    #: the bundle's compile --precision (halbench.precision)
+    precision: str = "fp32"
 
     def check(self, tolerance: float) -> dict[str, Any]:
         """halbench's outputs against the independent reference (onnxruntime) when there is one,
         else against local-sync; with onnxruntime, local-sync's own error is recorded too, so a
-        compiler bug both share shows as wrong with a small local-sync-vs-halbench gap."""
+        compiler bug both share shows as wrong with a small local-sync-vs-halbench gap. The
+        tolerance is ``tolerance`` or the bundle's precision's, whichever is looser; the record
+        names the precision."""
         from halbench.bench.reference import compare_outputs
+        from halbench.precision import tolerance as precision_tolerance
 
         outs = self.module.invoke(None, self.inputs)
+        tolerance = precision_tolerance(self.precision, tolerance)
         if self.independent is None:
             d = compare_outputs(outs, self.reference, tolerance, "local-sync")
             if self.reference_note:
                 d["reference_note"] = self.reference_note
+            d["precision"] = self.precision
             return d
         d = compare_outputs(outs, self.independent, tolerance, self.independent_name)
         local = compare_outputs(self.reference, self.independent, tolerance, self.independent_name)
         d["local_sync_rel_error"] = local["rel_error"]
         d["local_sync_vs_halbench_rel_error"] = compare_outputs(outs, self.reference, tolerance,
                                                                 "local-sync")["rel_error"]
+        d["precision"] = self.precision
         return d
 
     def run(self) -> _Sample:
@@ -112,11 +120,13 @@ def target_name(info: Any, api: str) -> str | None:
 def compile_cached(params: dict[str, Any], target_devices: tuple[str, ...], weights: str,
                    input_shapes: dict[str, Any] | None = None,
                    targets: dict[str, str | None] | None = None) -> tuple[Path, dict[str, Any]]:
-    """Compile the benchmark's model for ``target_devices`` unless an identical bundle is cached."""
+    """Compile the benchmark's model for ``target_devices`` unless an identical bundle is cached
+    (at the ``precision`` of ``params``, fp32 when it names none)."""
     from halbench.compiler.compile import CompileOptions, compile_model
 
     opts = CompileOptions(target_devices=target_devices, weights=weights, input_shapes=input_shapes or {},
-                          targets={api: n for api, n in (targets or {}).items() if n})
+                          targets={api: n for api, n in (targets or {}).items() if n},
+                          precision=params.get("precision") or "fp32")
     name, source_key, build = model_source(params)
     key = hashlib.sha256((source_key + opts.cache_key() + compiler_fingerprint()).encode()).hexdigest()[:24]
     out = cache_dir() / "bundles" / f"{name}-{key}.hbx"
@@ -129,7 +139,7 @@ def compile_cached(params: dict[str, Any], target_devices: tuple[str, ...], weig
     st = cm.statistics
     return out, {"cached": False, "seconds": time.perf_counter() - t0,
                  "dispatches": st.get("dispatches"), "executable_bytes": st.get("executable_bytes"),
-                 "stages": st.get("stages_s", {})}
+                 "stages": st.get("stages_s", {}), **({"notes": cm.notes} if cm.notes else {})}
 
 
 _reference_device: Any = None
@@ -197,7 +207,8 @@ def prepare_model(spec: BenchmarkSpec, device: Any) -> Iterator[PreparedModel]:
         f = module.function(None)
         pm = PreparedModel(params=p, format=",".join(sorted(exe_formats)), compile_stats=stats,
                            module=module, inputs=inputs, reference=reference, independent=ctx.reference,
-                           independent_name=ctx.reference_name, reference_note=ctx.reference_note)
+                           independent_name=ctx.reference_name, reference_note=ctx.reference_note,
+                           precision=str(module.bundle.manifest.options.get("precision") or "fp32"))
         pm.dispatch_infos = [{"name": s.name, "flops": s.flops, "bytes": s.bytes, "nodes": s.nodes}
                             for s in f.dispatches]
         pm.flops = float(sum(s.flops or 0 for s in f.dispatches))

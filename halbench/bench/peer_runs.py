@@ -19,7 +19,8 @@ from halbench.bench.suite import BenchmarkSpec
 
 __all__ = ["PeerJob", "peer_pairs", "run_peer"]
 
-#: A tf32 peer rounds matmul operands to 10 bits of mantissa: its check allows this much.
+#: A tf32 peer rounds matmul operands to 10 bits of mantissa: its check allows this much
+#: (the f16 / bf16 autocast peers: halbench.precision.TOLERANCE, as halbench's own runs).
 TF32_TOLERANCE = 5e-3
 
 
@@ -116,9 +117,9 @@ def _measure(spec: BenchmarkSpec, device: Any, job: PeerJob, peer: Any, info: di
     reference, ref_name = ctx.reference, ctx.reference_name
     if reference is None:
         reference = ctx.local
-    tol = spec.settings.tolerance
-    if job.spec.options.get("precision") == "tf32":
-        tol = max(tol, TF32_TOLERANCE)
+    from halbench.precision import tolerance as precision_tolerance
+
+    tol = precision_tolerance(job.spec.options.get("precision"), spec.settings.tolerance)
     s = spec.settings
     req = {"peer": job.spec.peer, "mode": job.spec.mode, "options": dict(job.spec.options),
            "model": str(ctx.path), "names": ctx.names, "tolerance": tol, "reference_name": ref_name,

@@ -358,7 +358,9 @@ def _run_model(spec: BenchmarkSpec, dev: Any, prepare: Callable) -> BenchmarkRes
                         correctness=Correctness.from_check(corr))
         if not corr.get("passed"):
             return entry.failed("wrong", f"output differs from the {corr.get('reference')} reference: relative "
-                                         f"error {corr.get('rel_error'):.3g} > tolerance {spec.settings.tolerance:g}")
+                                         f"error {corr.get('rel_error'):.3g} > tolerance {corr.get('tolerance'):g}"
+                                         + (f" (precision {corr['precision']})"
+                                            if corr.get("precision", "fp32") != "fp32" else ""))
         before = read_environment(dev.info)
         samples = sample_loop(pm.run, spec.settings)
         env = {"before": before, "after": read_environment(dev.info)}

@@ -12,6 +12,7 @@ A suite file looks like this (``suites/smoke.yaml`` is a complete example)::
     models:
       - {name: tiny-cnn/b1, zoo: tiny-cnn, batch: 1}
       - {name: mine, path: models/mine.onnx, inputs: ["1x3x224x224xf32"], weights: random}
+      - {name: resnet50-f16, zoo: resnet50, precision: f16}   # compile --precision; tolerance follows
     micro:
       - {name: peak/bandwidth/copy, kind: bandwidth-copy, params: {bytes: 16777216}}
 
@@ -21,6 +22,7 @@ a typo cannot silently change what is measured.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -168,6 +170,16 @@ def load_suite(name_or_path: str) -> Suite:
             raise UserError(f"suite {path}: peers[{i}]: {e}") from None
     return Suite(sd.name or path.stem, sd.description or "", str(path), hashlib.sha256(raw).hexdigest(),
                  devices, settings, sd.gate.model_dump(exclude_none=True), tuple(specs), tuple(peers))
+
+
+def with_precision(suite: Suite, precision: str) -> Suite:
+    """``suite`` with every model compiled at ``precision`` (``run-suite --precision``)."""
+    from halbench.precision import check_precision
+
+    check_precision(precision)
+    specs = tuple(dataclasses.replace(b, params={**b.params, "precision": precision}) if b.kind == "model" else b
+                  for b in suite.benchmarks)
+    return dataclasses.replace(suite, benchmarks=specs)
 
 
 def _devices(v: list[str] | str) -> tuple[str, ...]:

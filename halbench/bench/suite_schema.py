@@ -63,6 +63,8 @@ class ModelEntry(_Strict):
     inputs: list[Name] | None = None
     input_shapes: dict[Name, list[Annotated[int, Field(ge=0, le=1 << 31)]]] | None = None
     weights: Literal["file", "random"] | None = None
+    #: compile --precision (halbench.precision); the correctness tolerance follows it
+    precision: Literal["fp32", "tf32", "f16", "bf16"] | None = None
     dtype: Name | None = None
     description: str | None = None
     options: dict[str, Any] | None = None
@@ -109,7 +111,7 @@ class PeerEntry(_Strict):
     """A peer with options: ``{peer: torch/compile, precision: tf32, compile_mode: max-autotune}``."""
 
     peer: Name
-    precision: Literal["fp32", "tf32"] | None = None
+    precision: Literal["fp32", "tf32", "f16", "bf16"] | None = None
     compile_mode: Name | None = None
 
 

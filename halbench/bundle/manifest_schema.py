@@ -206,6 +206,7 @@ class ManifestDoc(_Strict):
     version: int
     created_by: Name = ""
     source: dict[str, Any] = {}
+    #: the compile options that shaped the code: target_devices, weights, precision (fp32 when absent)
     options: dict[str, Any] = {}
     targets: Annotated[list[dict[str, Any]], Field(max_length=1024)] = []
     members: Annotated[dict[Name, Annotated[str, Field(pattern=r"^[0-9a-fA-F]{64}$")]],
@@ -214,3 +215,12 @@ class ManifestDoc(_Strict):
     weights: Annotated[list[WeightDoc], Field(max_length=_MAX_ITEMS)] = []
     executables: Annotated[list[ExecutableDoc], Field(max_length=_MAX_ITEMS)] = []
     functions: Annotated[list[FunctionDoc], Field(max_length=4096)] = []
+
+    @field_validator("options")
+    @classmethod
+    def _precision(cls, v: dict[str, Any]) -> dict[str, Any]:
+        from halbench.precision import PRECISIONS
+
+        if "precision" in v and v["precision"] not in PRECISIONS:
+            raise ValueError(f"options.precision {v['precision']!r} is not one of {', '.join(PRECISIONS)}")
+        return v

@@ -73,6 +73,9 @@ class CompileOptions:
     #: With a target ``auto`` or a dump file: the device URI whose target to use (default: the
     #: first GPU of the API; pick_dump_device).
     target_device_uri: str | None = None
+    #: What the operands of f32 GEMMs are rounded to (halbench.precision): ``fp32`` exact, or
+    #: ``tf32`` / ``f16`` / ``bf16`` on matrix units with f32 accumulation.
+    precision: str = "fp32"
 
     def __post_init__(self) -> None:
         from halbench.compiler.backends import backend, backends, canonical, option_values
@@ -84,6 +87,9 @@ class CompileOptions:
         object.__setattr__(self, "targets", tuple((canonical(k), v) for k, v in _pairs(self.targets)
                                                   if v is not None))
         object.__setattr__(self, "backend_options", _pairs(self.backend_options))
+        from halbench.precision import check_precision
+
+        check_precision(self.precision)
         if self.weights not in ("file", "random"):
             raise UserError(f"weights must be 'file' or 'random', got '{self.weights}'")
         if not self.target_devices:
@@ -115,6 +121,8 @@ class CompileOptions:
                 "input_shapes": {k: list(v) for k, v in self.input_shapes}, "seed": self.seed,
                 "targets": dict(self.targets), "backend_options": dict(self.backend_options),
                 **({"target_device_uri": self.target_device_uri} if self.target_device_uri else {}),
+                # fp32 is left out, so the cache keys of exact compiles stay what they were
+                **({"precision": self.precision} if self.precision != "fp32" else {}),
                 **({"input_values": {k: {"dtype": dt, "shape": list(sh), "values": list(vals)}
                                      for k, dt, sh, vals in self.input_values}} if self.input_values else {})}
 
@@ -197,7 +205,7 @@ def compile_model(path: str | Path, options: CompileOptions | None = None) -> Co
     source = {"path": p.name, "sha256": hashlib.sha256(p.read_bytes()).hexdigest()}
     cm = compile_graph(graph, options, source, timings, imported.random_weights)
     cm.statistics["total_s"] = time.perf_counter() - t0
-    cm.notes = list(imported.notes)
+    cm.notes = list(imported.notes) + cm.notes
     return cm
 
 
@@ -223,6 +231,7 @@ def compile_graph(graph: Graph, options: CompileOptions, source: Mapping[str, An
     t0 = time.perf_counter()
     g = run_pipeline(graph, options.dump_after, timings=pass_times)
     timings["passes"] = time.perf_counter() - t0
+    notes = _mark_precision(g, options)
     t1 = time.perf_counter()
     from halbench.compiler.backends import backend
 
@@ -249,7 +258,38 @@ def compile_graph(graph: Graph, options: CompileOptions, source: Mapping[str, An
              "weight_bytes": sum(len(v) for k, v in members.items() if k.startswith("weights/")),
              "transient_bytes": g.transient_nbytes,
              "flops": sum(c[0] for c in g.costs.values())}
-    return CompiledModule(manifest, members, g, stats)
+    return CompiledModule(manifest, members, g, stats, notes)
+
+
+#: The roots whose two operands ``--precision`` rounds: the GEMMs (convolutions as implicit GEMMs).
+_GEMMS = ("matmul", "batch_matmul", "conv2d")
+
+
+def _mark_precision(g: Graph, options: CompileOptions) -> list[str]:
+    """Record ``options.precision`` on every f32 GEMM root (attr ``precision``: codegen and the
+    local kernels read it there); the notes say which targets have no matrix units for it."""
+    p = options.precision
+    count = 0
+    for d in g.ops:
+        root = d.attrs["root"]
+        root.attrs.pop("precision", None)  # a graph compiled before keeps no mark of that compile
+        if p != "fp32" and root.kind in _GEMMS and \
+                all(g.types[v].dtype == "f32" for v in (*root.inputs[:2], root.outputs[0])):
+            root.attrs["precision"] = p
+            count += 1
+    if p == "fp32":
+        return []
+    if not count:
+        return [f"--precision {p}: the model has no f32 GEMM or convolution; nothing is rounded"]
+    from halbench.compiler.codegen.tuning import mma_fragment, tuning_for
+
+    notes = []
+    for api, target in options.resolved_targets().items():
+        if api in ("vulkan", "cuda", "hip", "webgpu") and mma_fragment(tuning_for(target, api), p) is None:
+            name = getattr(target, "name", None) or "default"
+            notes.append(f"--precision {p}: the {api} target {name} has no {p} matrix units here; its "
+                         f"{count} GEMMs round their operands to {p} and multiply on the f32 units")
+    return notes
 
 
 def _safe(name: str) -> str:
@@ -381,7 +421,8 @@ def _schedule(g: Graph, options: CompileOptions, executables: list[ExecutableDec
 
     return Manifest(tuple(buffers), tuple(executables), (fn,), tuple(weights),
                     created_by=f"halbench {version}", source=dict(source),
-                    options={"target_devices": list(options.target_devices), "weights": options.weights},
+                    options={"target_devices": list(options.target_devices), "weights": options.weights,
+                             "precision": options.precision},
                     targets=tuple({"device": dev, "target": _target_name(dev, options)}
                                   for dev in options.target_devices))
 

@@ -40,7 +40,8 @@ __all__ = [
 
 #: Device kinds a peer can run on, by the halbench driver of the device.
 DEVICE_KINDS = {"cuda": "cuda", "vulkan": "vulkan", "hip": "hip", "local-sync": "cpu", "local-task": "cpu"}
-PRECISIONS = ("fp32", "tf32")
+#: the precisions a peer may be asked for (halbench.precision's); each peer names those it runs
+PRECISIONS = ("fp32", "tf32", "f16", "bf16")
 
 
 def device_kind(driver: str) -> str | None:
@@ -55,7 +56,8 @@ class PeerUnsupported(UserError):
 @dataclass(frozen=True)
 class PeerSpec:
     """A peer as a suite or ``--peer`` names it: ``torch/cudagraph``, ``onnxruntime/cpu``,
-    ``iree``; ``options``: ``precision`` (fp32 | tf32), ``compile_mode`` (torch.compile's mode)."""
+    ``iree``; ``options``: ``precision`` (fp32 | tf32, and f16 | bf16 autocast for torch),
+    ``compile_mode`` (torch.compile's mode)."""
 
     peer: str
     mode: str = ""
@@ -123,6 +125,8 @@ class Peer:
     #: the Python packages it needs, for the one-line reason when they are missing
     packages: str = ""
 
+    #: the ``precision`` options it takes (fp32 first)
+    precisions: tuple[str, ...] = ("fp32", "tf32")
     #: import names whose absence makes the peer unavailable, and the distribution whose version it reports
     modules: tuple[str, ...] = ()
     distribution: str = ""
@@ -170,6 +174,9 @@ class Peer:
         precision = spec.options.get("precision", "fp32")
         if precision not in PRECISIONS:
             raise BadOption(f"peer {spec.text}: precision {precision!r} is unknown; use one of {', '.join(PRECISIONS)}")
+        if precision not in self.precisions:
+            raise BadOption(f"peer {spec.text}: precision {precision} is not one this peer runs; it takes "
+                            f"{', '.join(self.precisions)}")
 
 
 def _builtin() -> dict[str, Any]:

@@ -1,6 +1,8 @@
 """PyTorch as a peer: the ONNX file loaded with onnx2torch (so the weights are the same), run
 eagerly, replayed as a CUDA graph, or through torch.compile. fp32 runs with TF32 off; the
-``tf32`` precision turns it on. CUDA runs are timed with CUDA events, CPU runs on the host."""
+``tf32`` precision turns it on; ``f16`` and ``bf16`` run the f32 model under ``torch.autocast``
+(matmuls and convolutions in that type, f32 accumulation; inputs and outputs stay f32), as
+halbench's ``compile --precision``. CUDA runs are timed with CUDA events, CPU runs on the host."""
 
 from __future__ import annotations
 
@@ -31,13 +33,15 @@ class TorchPeer(Peer):
              "compile": (("cuda", "cpu"), "torch.compile (inductor); compile_mode reduce-overhead "
                                           "on CUDA (CUDA graphs), default on CPU; max-autotune")}
     default_mode = "eager"
+    precisions = ("fp32", "tf32", "f16", "bf16")
     packages = "torch, onnx2torch"
     modules = ("torch", "onnx2torch")
     distribution = "torch"
 
     def runtime(self, spec: PeerSpec, kind: str) -> str:
         mode = spec.mode or self.default_mode
-        return f"torch-{mode}" + ("-tf32" if spec.options.get("precision") == "tf32" else "")
+        precision = spec.options.get("precision", "fp32")
+        return f"torch-{mode}" + (f"-{precision}" if precision != "fp32" else "")
 
     def prepare(self, spec: PeerSpec, model: Path, names: Sequence[str], inputs: Sequence[np.ndarray],
                 device: Any) -> PreparedPeer:
@@ -113,6 +117,20 @@ def _freeze_reshapes(net: Any, inputs: Sequence[np.ndarray] = ()) -> int:
     return n
 
 
+def _autocast(net: Any, device_type: str, dtype: Any) -> Any:
+    import torch
+
+    def run(*xs: Any) -> Any:
+        with torch.autocast(device_type, dtype=dtype):
+            out = net(*xs)
+        # outputs stay f32, as the model's
+        if isinstance(out, torch.Tensor):
+            return out.float()
+        return type(out)(o.float() if isinstance(o, torch.Tensor) and o.is_floating_point() else o for o in out)
+
+    return run
+
+
 class _Prepared(PreparedPeer):
     def __init__(self, peer: TorchPeer, spec: PeerSpec, model: Path, inputs: Sequence[np.ndarray],
                  device: Any) -> None:
@@ -127,7 +145,8 @@ class _Prepared(PreparedPeer):
             raise PeerUnsupported(f"this torch {torch.__version__} sees no CUDA device")
         self.runtime = peer.runtime(spec, "cuda" if cuda else "cpu")
         self.timed_on = "device" if cuda else "host"
-        tf32 = spec.options.get("precision") == "tf32"
+        precision = spec.options.get("precision", "fp32")
+        tf32 = precision == "tf32"
         torch.backends.cuda.matmul.allow_tf32 = tf32
         torch.backends.cudnn.allow_tf32 = tf32
         self.dev = torch.device("cuda", _cuda_index(torch, device)) if cuda else torch.device("cpu")
@@ -139,15 +158,22 @@ class _Prepared(PreparedPeer):
         frozen = _freeze_reshapes(net, inputs)  # on the CPU, before the move: it traces shapes
         net = net.to(self.dev)
         self.xs = [torch.from_numpy(np.ascontiguousarray(x)).to(self.dev) for x in inputs]
-        self.settings = {"mode": mode, "precision": "tf32" if tf32 else "fp32", "tf32": tf32,
+        self.settings = {"mode": mode, "precision": precision, "tf32": tf32,
                          "device": str(self.dev), "loader": "onnx2torch", "constant_reshapes": frozen}
         fn = net
+        if precision in ("f16", "bf16"):
+            # Autocast around the f32 model: matmuls and convolutions run in f16 / bf16 with f32
+            # accumulation (cuBLAS / cuDNN), the rest as autocast's op lists say; the graph and
+            # torch.compile capture the casts with the kernels.
+            dtype = torch.float16 if precision == "f16" else torch.bfloat16
+            self.settings["autocast"] = str(dtype)
+            fn = _autocast(net, self.dev.type, dtype)
         if mode == "compile":
             # On CUDA, torch.compile with CUDA graphs (reduce-overhead): halbench replays a
             # recorded command buffer too, so launch overhead is out of both numbers.
             cmode = spec.options.get("compile_mode", "reduce-overhead" if cuda else "default")
             self.settings["compile_mode"] = cmode
-            fn = torch.compile(net, mode=cmode)
+            fn = torch.compile(fn, mode=cmode)
         self.fn = fn
         self.graph = None
         self.out: Any = None

@@ -11,7 +11,8 @@ Families:
   reductions looping over their reduction dims);
 - ``reduce_wg``: one workgroup per output point for long contiguous reductions;
 - ``gemm``: shared-memory tiled GEMM for matmul, batch_matmul and conv2d (implicit GEMM);
-- ``gemm_mma``: matrix units (cooperative matrix / WMMA) for f16 GEMMs where the target has them.
+- ``gemm_mma``: matrix units (cooperative matrix / WMMA) for f16 / bf16 GEMMs, and f32 ones
+  compiled with ``--precision tf32|f16|bf16``, where the target has them.
 """
 
 from __future__ import annotations
@@ -620,6 +621,10 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
     ia, ib = c.b(op.inputs[0]), c.b(op.inputs[1])
     helpers: list[tuple[str, str, str, list[str]]] = []
     vec_off: tuple[str | None, str | None] = (None, None)
+    # Element offsets of A[m][k..k+3] / B[k][n..n+3] of f32 operands where those 4 are contiguous
+    # and 16-byte aligned: the matrix GEMM of --precision then loads them as one float4.
+    vec4_off: tuple[str | None, str | None] = (None, None)
+    operands = (ia, ib)  # the bindings A and B are read from (an NCHW conv's A is its filter)
     if op.kind in ("matmul", "batch_matmul"):
         sa, sb = c.shape(ia), c.shape(ib)
         batch = sa[0] if op.kind == "batch_matmul" else 1
@@ -635,6 +640,8 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
         # 16-byte aligned: the matrix GEMM then loads them as one 16-byte vector.
         vec_off = (lin(sa, pre + ["m", "k"]) if a_kc and k % 8 == 0 else None,
                    lin(sb, pre + ["k", "n"]) if b_nc and n % 8 == 0 else None)
+        vec4_off = (lin(sa, pre + ["m", "k"]) if a_kc and k % 4 == 0 else None,
+                    lin(sb, pre + ["k", "n"]) if b_nc and n % 4 == 0 else None)
     else:  # conv2d as implicit GEMM
         layout = a["layout"]
         xs, ws = c.shape(ia), c.shape(ib)
@@ -652,6 +659,9 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
             batch, m, n, k = g, f, nb * oh * ow, cin * kh * kw
             pre = ["b"] if layout == "ngchw" else []
             load_a = c.L.load(ib, c.dtype(ib), f"{'b * ' + str(f * k) + ' + ' if pre else ''}m * {k} + k")
+            operands = (ib, ia)
+            if k % 4 == 0:
+                vec4_off = (f"{'b * ' + str(f * k) + ' + ' if pre else ''}m * {k} + k", None)
             xc = (["nn", "b", "ci", "ih", "iw"] if pre else ["nn", "ci", "ih", "iw"])
             im2col_k = [f"int ci = k / {kh * kw};", f"int ki = (k / {kw}) % {kh};", f"int kj = k % {kw};"]
             im2col_n = [f"int nn = n / {oh * ow};", f"int oy = (n / {ow}) % {oh};", f"int ox = n % {ow};"]
@@ -673,6 +683,8 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
             fn_n = [f"int nn = n / {oh * ow};", f"int oy = (n / {ow}) % {oh};", f"int ox = n % {ow};"]
             load_a = "hb_im2col(b, k, m)"
             load_b = c.L.load(ib, c.dtype(ib), f"k * {f} + n" if layout == "nhwc_hwcf" else f"n * {k} + k")
+            if layout == "nhwc_hwcf" and f % 4 == 0:
+                vec4_off = (None, f"k * {f} + n")
             out = [f"(m / {oh * ow})", f"((m / {ow}) % {oh})", f"(m % {ow})", "n"]
             a_kc, b_nc = True, layout == "nhwc_hwcf"
         x_ld = c.ld(ia, xc)
@@ -685,16 +697,30 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
     problem = {"M": m, "N": n, "K": k, "load_a": load_a, "load_b": load_b, "a_kc": a_kc, "b_nc": b_nc,
                "out": out, "finish": finish, "batch": batch, "name": c.d.name}
     in_dt = c.dtype(ia)
-    frag = mma_fragment(t, in_dt) if c.dtype(ib) == in_dt else None
+    # --precision (compile._mark_precision): f32 operands rounded to tf32 / f16 / bf16 as they are
+    # staged in shared memory, on matrix units where the target has them for that type, else on
+    # the scalar GEMM below (the same rounding, f32 FMAs).
+    precision = a.get("precision", "fp32") if in_dt == "f32" else "fp32"
+    if precision != "fp32":
+        frag = mma_fragment(t, precision) if c.dtype(ib) == in_dt else None
+    else:
+        frag = mma_fragment(t, in_dt) if c.dtype(ib) == in_dt else None
     mt = mma_tiles(t, frag, m, n, k, batch) if frag is not None else None
     if mt is not None:
-        ctx, shared = mma_context(c.L, mt, in_dt)
+        ctx, shared = mma_context(c.L, mt, precision if precision != "fp32" else in_dt)
         ctx.update(problem)
+        if precision != "fp32":  # f32 operands: 4 per 16-byte vector, not 8
+            vec_off = (None, None)
+        else:
+            vec4_off = (None, None)
         ctx["vec_a"], ctx["vec_b"] = (None if off is None else vector_load(c.L, i, off)
                                       for i, off in zip((ia, ib), vec_off))
+        ctx["vec4_a"], ctx["vec4_b"] = (None if off is None else c.L.load4(i, f"({off}) / 4")
+                                        for i, off in zip(operands, vec4_off))
         gx, gy = -(-n // mt.bn), -(-m // mt.bm)
         p = Plan("gemm_mma.j2", ctx, (mt.threads, 1, 1), (gx, gy, batch), shared, helpers=helpers)
         p.vec4 = {i for i, off in zip((ia, ib), vec_off) if off is not None}
+        p.vec4 |= {i for i, off in zip(operands, vec4_off) if off is not None}
         p.features.add("mma")
         return p
     sp = gemm_split(c.d, c.g)
@@ -704,7 +730,8 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
     ctx = {"BM": tiles.bm, "BN": tiles.bn, "BK": tiles.bk, "TM": tiles.tm, "TN": tiles.tn,
            "TX": tiles.bn // tiles.tn, "TY": tiles.bm // tiles.tm, "WG": tiles.threads, "PAD": 4,
            "SPLIT": slices, "DEPTH": sp.depth if slices > 1 else k, "GX": gx, "GY": gy,
-           "SB": len(c.d.values) + uses_extract(c.d), "PART": sp.counters if sp is not None else 0, **problem}
+           "SB": len(c.d.values) + uses_extract(c.d), "PART": sp.counters if sp is not None else 0,
+           "ROUND": round_expr(c.L, precision), **problem}
     # Threads own runs of 4 rows / columns and read each run as one 16-byte shared load (VEC)
     # where the tile allows; WGSL keeps scalar reads, strided on CUDA-like targets.
     vec = c.L.name in ("glsl", "cuda") and tiles.tm % 4 == 0 and tiles.tn % 4 == 0
@@ -721,6 +748,15 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
     if slices > 1:
         shared.append(("int", "hb_last", 1))
     return Plan("gemm.j2", ctx, (tiles.threads, 1, 1), (gx, gy, batch * slices), shared, helpers=helpers)
+
+
+def round_expr(lang: Lang, precision: str) -> str:
+    """An f32 value (``{}``) rounded to ``precision`` and back, round-to-nearest-even: what the
+    scalar GEMM stages under ``--precision`` where the target has no matrix units for it (the
+    matrix GEMM rounds in its own conversion, matrix.mma_context)."""
+    if precision == "f16":
+        return lang.round_half("{}")
+    return {"fp32": "{}", "bf16": "hb_round_bf16({})", "tf32": "hb_round_tf32({})"}[precision]
 
 
 def _owned(t: int, b: int, var: str, contiguous: bool) -> list[str]:

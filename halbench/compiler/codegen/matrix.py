@@ -16,11 +16,14 @@ from halbench.compiler.codegen.tuning import MmaTiles
 
 __all__ = ["mma_context", "vector_load"]
 
-# Shared-memory element type and the float -> element conversion ("{}" is the value), per
-# language and input type. Values come from f16 / bf16 buffers, so the round trip is exact.
-_HALF = {("glsl", "f16"): ("float16_t", "float16_t({})"),
-         ("cuda", "f16"): ("__half", "__float2half({})"),
-         ("cuda", "bf16"): ("__nv_bfloat16", "__float2bfloat16({})")}
+# Shared-memory element type, the float -> element conversion ("{}" is the value) and the
+# fragment's element type, per language and operand type. Values from f16 / bf16 buffers round
+# trip exactly; f32 values (``--precision``) are rounded to nearest even here, as they are staged.
+_HALF = {("glsl", "f16"): ("float16_t", "float16_t({})", "float16_t"),
+         ("cuda", "f16"): ("__half", "__float2half_rn({})", "__half"),
+         ("cuda", "bf16"): ("__nv_bfloat16", "__float2bfloat16_rn({})", "__nv_bfloat16"),
+         # tf32 is staged as 32-bit floats whose low 13 mantissa bits are rounded away
+         ("cuda", "tf32"): ("float", "nvcuda::wmma::__float_to_tf32({})", "nvcuda::wmma::precision::tf32")}
 
 _GLSL_EXTENSIONS = ("GL_KHR_cooperative_matrix", "GL_KHR_memory_scope_semantics",
                     "GL_KHR_shader_subgroup_basic")
@@ -33,14 +36,15 @@ PAD_AB, PAD_C = 8, 4
 
 def mma_context(lang: Lang, tiles: MmaTiles, in_dtype: str) -> tuple[dict[str, Any], list[tuple[str, str, int]]]:
     """The template context and the shared arrays (type, name, elements) of the matrix GEMM;
-    the caller adds the problem (M, N, K, loads, epilogue) to the context."""
-    half, to_half = _HALF[(lang.name, in_dtype)]
+    the caller adds the problem (M, N, K, loads, epilogue) to the context. ``in_dtype``: the
+    fragments' operand type (f16, bf16, tf32)."""
+    half, to_half, frag = _HALF[(lang.name, in_dtype)]
     t = tiles
     lda, ldb, ldc = t.bk + PAD_AB, t.bn + PAD_AB, t.fn + PAD_C
     subgroups = t.threads // t.min_subgroup  # the most the driver can make of this workgroup
     ctx = {"BM": t.bm, "BN": t.bn, "BK": t.bk, "FM": t.fm, "FN": t.fn, "FK": t.fk,
            "WM": t.warps_m, "WN": t.warps_n, "FRM": t.frags_m, "FRN": t.frags_n, "SLOTS": t.slots,
-           "WG": t.threads, "LDA": lda, "LDB": ldb, "LDC": ldc, "HALF": half, "TO_HALF": to_half}
+           "WG": t.threads, "LDA": lda, "LDB": ldb, "LDC": ldc, "HALF": half, "TO_HALF": to_half, "FRAG": frag}
     if lang.name == "glsl":
         ctx["extensions"] = _GLSL_EXTENSIONS
         align = ""

@@ -231,7 +231,8 @@ def mma_tiles(t: Tuning, shape: Any, m: int, n: int, k: int, batch: int = 1) -> 
     cands = [MmaTiles(shape.m, shape.n, shape.k, 2, 4, 4, 2, 2 * shape.k, lo, slots),
              MmaTiles(shape.m, shape.n, shape.k, 2, 2, 2, 2, 2 * shape.k, lo, slots),
              MmaTiles(shape.m, shape.n, shape.k, 2, 2, 1, 1, 2 * shape.k, lo, slots)]
-    ok = [c for c in cands if c.threads <= t.max_invocations and c.shared_bytes() <= t.shared_bytes]
+    elem = 4 if shape.a_type == "tf32" else 2  # tf32 operands are staged as 32-bit floats
+    ok = [c for c in cands if c.threads <= t.max_invocations and c.shared_bytes(elem) <= t.shared_bytes]
     for c in ok:
         groups = batch * -(-m // c.bm) * -(-n // c.bn)
         waste = (-(-m // c.bm) * c.bm * -(-n // c.bn) * c.bn) / max(m * n, 1)
@@ -246,6 +247,8 @@ def mma_fragment(t: Tuning, in_dtype: str) -> Any | None:
 
     - CUDA: WMMA m16n16k16 (half from sm_70, bf16 from sm_80) whenever the target lists a
       subgroup-scope shape for the type; on sm_80+ ptxas lowers it to mma.sync m16n8k16 pairs.
+      ``tf32`` (f32 operands under ``--precision tf32``): WMMA m16n16k8 ``precision::tf32`` on
+      targets that list a tf32 shape (sm_80+).
     - Vulkan: the target's own cooperative-matrix shape, f16 only (glslang 13 has no bf16
       cooperative matrices).
     - HIP: none yet (rocWMMA is not in the shared C subset).
@@ -256,6 +259,11 @@ def mma_fragment(t: Tuning, in_dtype: str) -> Any | None:
         if any(s.a_type == in_dtype and s.c_type == "f32" and getattr(s, "scope", "subgroup") == "subgroup"
                for s in t.matrix):
             return MatrixShape(16, 16, 16, in_dtype, in_dtype, "f32", "f32")
+        return None
+    if t.api == "cuda" and in_dtype == "tf32":
+        if any(s.a_type == "tf32" and s.c_type == "f32" and getattr(s, "scope", "subgroup") == "subgroup"
+               for s in t.matrix):
+            return MatrixShape(16, 16, 8, "tf32", "tf32", "f32", "f32")
         return None
     if t.api == "vulkan" and in_dtype == "f16":
         s = matrix_shape(t, in_dtype)

@@ -86,7 +86,7 @@ class WGSL(Lang):
 # -- the math library: the GLSL one, translated (it is written in the shared subset) --------
 
 _LIB_FUNCS = ("hb_erf", "hb_tanh", "hb_expm1", "hb_log1p", "hb_round", "hb_fmod", "hb_pow", "hb_copysign",
-              "hb_f2bf", "hb_round_bf16")
+              "hb_f2bf", "hb_round_bf16", "hb_round_tf32")
 _FN = re.compile(r"^(float|uint|int)\s+(\w+)\(([^)]*)\)\s*\{", re.MULTILINE)
 
 

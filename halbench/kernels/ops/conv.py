@@ -1,7 +1,9 @@
 """``hb.conv2d`` and ``hb.depthwise_conv2d``: direct convolution as KH*KW shifted GEMMs in float32.
 
 op attrs: ``layout`` (nchw, ngchw, nhwc_hwcf, nhwc_fhwc; depthwise: nchw, nhwc), ``strides``,
-``dilations``, ``pads`` [top, left, bottom, right] and ``pad_value`` (a pad folded into the conv).
+``dilations``, ``pads`` [top, left, bottom, right] and ``pad_value`` (a pad folded into the conv);
+conv2d's ``precision``: input and filter are rounded to it first, as the GPU's implicit GEMM
+stages them (halbench.precision).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from halbench.kernels.ops.common import dispatch_kernel
+from halbench.precision import round_operand
 
 __all__ = ["conv2d", "depthwise_conv2d", "windows"]
 
@@ -36,7 +39,7 @@ def windows(x: np.ndarray, kh: int, kw: int, strides: list[int], dil: list[int])
 
 
 def conv2d(op: Mapping[str, Any], ins: list[np.ndarray]) -> list[np.ndarray]:
-    x, w = ins
+    x, w = (round_operand(a, op.get("precision")) for a in ins)
     layout = op["layout"]
     if layout == "nchw":
         x, w = x[:, None], w[None]
@@ -45,7 +48,10 @@ def conv2d(op: Mapping[str, Any], ins: list[np.ndarray]) -> list[np.ndarray]:
     elif layout == "nhwc_fhwc":
         x, w = x.transpose(0, 3, 1, 2)[:, None], w.transpose(0, 3, 1, 2)[None]
     # now x: (N, G, C, H, W), w: (G, F, C, KH, KW)
-    x = _pad_nchw(x, op["pads"], op["pad_value"])
+    pad = op["pad_value"]
+    if op.get("precision", "fp32") != "fp32":  # the pad value is staged like any input element
+        pad = float(round_operand(np.array([pad], dtype=np.float32), op["precision"])[0])
+    x = _pad_nchw(x, op["pads"], pad)
     n, g, c = x.shape[:3]
     f, kh, kw = w.shape[1], w.shape[3], w.shape[4]
     acc = None

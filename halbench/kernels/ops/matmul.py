@@ -1,4 +1,5 @@
-"""``hb.matmul`` and ``hb.batch_matmul``: float32 GEMM (op attrs: ``transpose_a``, ``transpose_b``)."""
+"""``hb.matmul`` and ``hb.batch_matmul``: float32 GEMM (op attrs: ``transpose_a``, ``transpose_b``,
+and ``precision``: the operands are rounded to it first, as the GPU kernels stage them)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,13 @@ from typing import Any
 import numpy as np
 
 from halbench.kernels.ops.common import dispatch_kernel
+from halbench.precision import round_operand
 
 __all__ = ["matmul"]
 
 
 def matmul(op: Mapping[str, Any], ins: list[np.ndarray]) -> list[np.ndarray]:
-    a, b = ins
+    a, b = (round_operand(x, op.get("precision")) for x in ins)
     if op.get("transpose_a"):
         a = np.swapaxes(a, -1, -2)
     if op.get("transpose_b"):

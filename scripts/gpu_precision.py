@@ -1,0 +1,248 @@
+"""``--precision`` on the GPU: halbench cuda:// and vulkan:// at fp32 / tf32 / f16 beside PyTorch's
+CUDA graphs at fp32, TF32 and autocast-f16, on MobileNetV2, ResNet-50 and MiniLM-L6 (seq 128) at
+batch 1 and 8; every output checked against onnxruntime with its precision's tolerance
+(halbench.precision.TOLERANCE; relative L2 error, as the runner's check).
+
+Two steps, because the GPU machine has no MLIR frontend:
+
+1. here (a machine with the compiler), compile and pack the bundles (measured: 11 min on 2 busy
+   cores, 34.7 MB: 18 bundles of 0.7-1.5 MB and 14 MB of shared weights):
+     PYTHONPATH=$PWD python scripts/gpu_precision.py compile precision-bundles
+   Bundles are compiled with --weights random for the h100 target (CUDA cubin + PTX, Vulkan
+   BDA ABI only) and packed: each bundle without its stored weights, plus one copy of every
+   distinct weight member by content (the same for every precision and batch). The pack prints
+   its size; carry the folder.
+2. on the H100 (one call, about 5-8 minutes; the kernel checks first take under a minute):
+     python -m pytest -q --gpu tests/compiler/test_precision.py -k runs_on; \
+     PYTHONPATH=$PWD python scripts/gpu_precision.py run precision-bundles [--models resnet50 ...]
+   It rebuilds each bundle from the pack (byte-identical members: the sha256 checks pass), rebuilds
+   the ONNX model from the zoo with the same seeds (for onnxruntime and PyTorch), runs the halbench
+   bundles of a model interleaved on each device, and PyTorch beside them; one table at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+MODELS = ("mobilenetv2", "resnet50", "minilm-l6")
+BATCHES = (1, 8)
+PRECISIONS = ("fp32", "tf32", "f16")
+TORCH = (("fp32", "fp32"), ("tf32", "tf32"), ("f16", "f16"))  # (halbench precision, torch precision)
+
+
+def _kw(model: str, batch: int) -> dict:
+    return {"batch": batch, **({"seq": 128} if model.startswith("minilm") else {})}
+
+
+def _onnx(model: str, batch: int, tmp: Path) -> Path:
+    import onnx
+
+    from halbench.bench import zoo
+    from halbench.bundle.weights import RANDOM_SEED, randomize_onnx
+
+    m = zoo.build(model, **_kw(model, batch))
+    randomize_onnx(m, RANDOM_SEED)  # what compile --weights random declares
+    path = tmp / f"{model}-b{batch}.onnx"
+    onnx.save(m, path)
+    return path
+
+
+# -- step 1: compile and pack -----------------------------------------------------------------
+
+def compile_all(out: Path, models: list[str], batches: list[int], precisions: list[str], target: str) -> None:
+    from halbench.bench import zoo
+    from halbench.compiler import CompileOptions, compile_model
+
+    store = out / "weights"
+    store.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp())
+    for model in models:
+        for batch in batches:
+            src = tmp / f"{model}-b{batch}.onnx"
+            import onnx
+
+            onnx.save(zoo.build(model, **_kw(model, batch)), src)  # compile --weights random randomizes it
+            for p in precisions:
+                t0 = time.perf_counter()
+                opts = CompileOptions(target_devices=("cuda", "vulkan"), weights="random", precision=p,
+                                      targets={"cuda": target, "vulkan": target},
+                                      backend_options={"vulkan-dispatch-abi": "bda"})
+                cm = compile_model(src, opts)
+                full = tmp / f"{model}-b{batch}-{p}.hbx"
+                cm.write(full)
+                _pack(full, out / f"{model}-b{batch}-{p}.hbxs", store)
+                for n in cm.notes:
+                    print(f"   note: {n}")
+                print(f"{model} b{batch} {p}: {time.perf_counter() - t0:.0f} s, "
+                      f"{(out / f'{model}-b{batch}-{p}.hbxs').stat().st_size / 1e6:.1f} MB packed", flush=True)
+    total = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
+    print(f"pack {out}: {total / 1e6:.1f} MB in all")
+
+
+def _pack(bundle: Path, dest: Path, store: Path) -> None:
+    """The bundle without its weights/ members, which go to ``store`` once each, by sha256."""
+    with zipfile.ZipFile(bundle) as z, zipfile.ZipFile(dest, "w") as w:
+        for info in z.infolist():
+            data = z.read(info)
+            if info.filename.startswith("weights/"):
+                blob = store / f"{hashlib.sha256(data).hexdigest()}.bin"
+                if not blob.exists():
+                    blob.write_bytes(data)
+                continue
+            w.writestr(info, data, compress_type=info.compress_type)
+
+
+def _unpack(packed: Path, store: Path, dest: Path) -> Path:
+    with zipfile.ZipFile(packed) as z:
+        manifest = json.loads(z.read("manifest.json"))
+        with zipfile.ZipFile(dest, "w") as w:
+            for info in z.infolist():
+                w.writestr(info, z.read(info), compress_type=info.compress_type)
+            for name, digest in manifest["members"].items():
+                if name.startswith("weights/"):
+                    w.writestr(zipfile.ZipInfo(name), (store / f"{digest}.bin").read_bytes(),
+                               compress_type=zipfile.ZIP_STORED)
+    return dest
+
+
+# -- step 2: run on the GPU -------------------------------------------------------------------
+
+def _torch(onnx_path: Path, inputs: list[np.ndarray], precision: str, ref) -> tuple[float | None, float | None]:
+    """(median ms of the CUDA graph replay, rel. error vs onnxruntime) of PyTorch at ``precision``."""
+    from types import SimpleNamespace
+
+    from halbench.bench.reference import compare_outputs
+    from halbench.peers import PeerSpec, get_peer
+
+    dev = SimpleNamespace(uri="cuda://0", driver="cuda", ordinal=0, uuid=None, info={},
+                          identity=SimpleNamespace(name=None, vendor=None, vendor_id=None, uuid=None, arch=None,
+                                                   compute_capability=None, driver_id=None))
+    try:
+        with get_peer("torch").prepare(PeerSpec("torch", "cudagraph", {"precision": precision}), onnx_path, [],
+                                       inputs, dev) as p:
+            err = compare_outputs(p.invoke(), ref, 1.0, "onnxruntime")["rel_error"] if ref is not None else None
+            for _ in range(20):
+                p.run()
+            return float(np.median([p.run().device_ms for _ in range(200)])), err
+    except Exception as e:  # noqa: BLE001 -- a peer failure must not lose halbench's rows
+        print(f"  torch-{precision}: {type(e).__name__}: {str(e)[:200]}", flush=True)
+        return None, None
+
+
+def run_all(root: Path, models: list[str], batches: list[int], devices: list[str], rounds: int) -> None:
+    import halbench
+    from halbench.bench import zoo
+    from halbench.bench.reference import compare_outputs
+    from halbench.precision import tolerance
+    from halbench.runtime import Module
+
+    tmp = Path(tempfile.mkdtemp())
+    store = root / "weights"
+    rows = []
+    t_start = time.perf_counter()
+    for model in models:
+        for batch in batches:
+            onnx_path = _onnx(model, batch, tmp)
+            feeds = zoo.make_inputs(model, **_kw(model, batch))
+            try:
+                import onnxruntime as ort
+
+                ref = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"]).run(None, feeds)
+            except Exception as e:  # noqa: BLE001
+                print(f"{model} b{batch}: no onnxruntime reference: {e}")
+                ref = None
+            torch = {p: _torch(onnx_path, list(feeds.values()), tp, ref) for p, tp in TORCH}
+            precs = [p for p in PRECISIONS if (root / f"{model}-b{batch}-{p}.hbxs").exists()]
+            bundles = {p: _unpack(root / f"{model}-b{batch}-{p}.hbxs", store, tmp / f"{model}-b{batch}-{p}.hbx")
+                       for p in precs}
+            for uri in devices:
+                try:
+                    with halbench.create_device(uri) as dev:
+                        mods = {}
+                        for p in precs:  # a bundle this device cannot run costs its row only
+                            try:
+                                mods[p] = Module.load(bundles[p], dev)
+                            except Exception as e:  # noqa: BLE001
+                                print(f"{model} b{batch} {uri} {p}: {type(e).__name__}: {str(e)[:200]}", flush=True)
+                        if not mods:
+                            continue
+                        here = list(mods)
+                        try:
+                            inputs = [feeds[s.name] for s in mods[here[0]].function(None).inputs]
+                            errs = {}
+                            for p, mod in mods.items():
+                                c = compare_outputs(mod.invoke(None, inputs), ref, tolerance(p), "onnxruntime") \
+                                    if ref is not None else {"rel_error": float("nan"), "passed": None}
+                                errs[p] = (c["rel_error"], c["passed"])
+                            times: dict[str, list[float]] = {p: [] for p in here}
+                            for _ in range(rounds):  # interleaved: drift hits every precision alike
+                                for p, mod in mods.items():
+                                    times[p] += list(mod.profile(None, inputs, runs=25, warmup=3,
+                                                                 dispatch_times=False).total_ns)
+                            top = {}
+                            for p in here[1:] if len(here) > 1 else here:
+                                pb = mods[p].profile(None, inputs, runs=10, warmup=2)
+                                per = np.median(np.array(pb.dispatch_ns), axis=0) / 1e6
+                                top[p] = sorted(zip(per, [d.name for d in pb.dispatches]), reverse=True)[:3]
+                        finally:
+                            for mod in mods.values():
+                                mod.close()
+                    for p in here:
+                        ms = float(np.median(times[p])) / 1e6
+                        tms, terr = torch[p]
+                        rows.append((model, batch, uri, p, ms, errs[p], tms, terr))
+                    print(f"{model} b{batch} {uri:10} " + "  ".join(
+                        f"{p} {float(np.median(times[p])) / 1e6:.3f} ms (err {errs[p][0]:.1e})" for p in here)
+                        + "  | torch " + "  ".join(f"{p} {torch[p][0] or float('nan'):.3f}" for p in precs),
+                        flush=True)
+                    for p, t in top.items():
+                        print(f"   {p} top: " + ", ".join(f"{n} {x:.3f}" for x, n in t), flush=True)
+                except Exception as e:  # noqa: BLE001 -- one failing model must not lose the others
+                    print(f"{model} b{batch} {uri}: {type(e).__name__}: {str(e)[:300]}", flush=True)
+            print(f"   ({time.perf_counter() - t_start:.0f} s so far)", flush=True)
+    print("\n| model | device | precision | halbench ms | rel. err vs ORT (tol) | ok | torch CUDA graph ms "
+          "(fp32 / TF32 / autocast-f16) | torch rel. err | halbench / torch |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for model, batch, uri, p, ms, (err, ok), tms, terr in rows:
+        tol = tolerance(p)
+        ts = f"{tms:.3f}" if tms else "-"
+        te = f"{terr:.1e}" if terr is not None else "-"
+        ratio = f"**{ms / tms:.2f}**" if tms else "-"
+        print(f"| {model} b{batch} | {uri} | {p} | {ms:.3f} | {err:.1e} ({tol:g}) | {'yes' if ok else 'NO'} | "
+              f"{ts} | {te} | {ratio} |")
+    print(f"\n(total {time.perf_counter() - t_start:.0f} s; ratio < 1: halbench faster than PyTorch at the "
+          f"same precision)")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("compile")
+    c.add_argument("out", type=Path)
+    c.add_argument("--target", default="h100")
+    r = sub.add_parser("run")
+    r.add_argument("root", type=Path)
+    r.add_argument("--devices", nargs="+", default=["cuda://", "vulkan://"])
+    r.add_argument("--rounds", type=int, default=4)
+    for p in (c, r):
+        p.add_argument("--models", nargs="+", default=list(MODELS))
+        p.add_argument("--batches", nargs="+", type=int, default=list(BATCHES))
+    c.add_argument("--precisions", nargs="+", default=list(PRECISIONS))
+    a = ap.parse_args()
+    if a.cmd == "compile":
+        compile_all(a.out, a.models, a.batches, a.precisions, a.target)
+    else:
+        run_all(a.root, a.models, a.batches, a.devices, a.rounds)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
