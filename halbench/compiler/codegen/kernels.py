@@ -23,18 +23,22 @@ from typing import Any
 from halbench.compiler.codegen.lang import Lang, ctype, emit_body, lin
 from halbench.compiler.codegen.matrix import mma_context, vector_load
 from halbench.compiler.codegen.tuning import (
+    GemmConfig,
     Tuning,
+    config_problem,
     fold_groups,
     gemm_tiles,
     mma_fragment,
     mma_tiles,
+    problem_key,
     reduction_plan,
     split_k,
 )
 from halbench.compiler.ir import Graph, Op
 from halbench.errors import CompileError
 
-__all__ = ["Dispatch", "GemmSplit", "Plan", "as_dispatch", "gemm_split", "plan_dispatch", "uses_extract"]
+__all__ = ["Dispatch", "GemmSplit", "Plan", "as_dispatch", "gemm_config", "gemm_split", "plan_dispatch",
+           "rule_config", "uses_extract"]
 
 _NEUTRAL = {"add": 0.0, "mul": 1.0, "max": float("-inf"), "min": float("inf")}
 
@@ -84,6 +88,9 @@ class Plan:
     reads_outputs: bool = False
     #: the kernel takes one more binding after the status slot: split-K scratch (gemm_split)
     scratch: bool = False
+    #: a scalar f32 GEMM's problem, configuration and where it came from ("tuned" or "rule"),
+    #: recorded per variant in the bundle's manifest
+    gemm: dict[str, Any] | None = None
 
 
 class _Ctx:
@@ -698,19 +705,49 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
         p.features.add("mma")
         return p
     sp = gemm_split(c.d, c.g)
-    slices = sp.slices if sp is not None and c.L.scratch_ok else 1
-    tiles = gemm_tiles(t, m, n, k, batch * slices)
+    cfg, source, key = gemm_config(c, t, m, n, k, batch, sp)
+    tiles, slices, depth = cfg.tiles, 1, k
+    if cfg.split > 1 and sp is not None:
+        slices, depth = (sp.slices, sp.depth) if cfg.split == sp.slices else _slices(k, cfg.split)
     gx, gy = -(-n // tiles.bn), -(-m // tiles.bm)
     ctx = {"BM": tiles.bm, "BN": tiles.bn, "BK": tiles.bk, "TM": tiles.tm, "TN": tiles.tn,
            "TX": tiles.bn // tiles.tn, "TY": tiles.bm // tiles.tm, "WG": tiles.threads, "PAD": 4,
-           "SPLIT": slices, "DEPTH": sp.depth if slices > 1 else k, "GX": gx, "GY": gy,
+           "SPLIT": slices, "DEPTH": depth, "GX": gx, "GY": gy,
            "SB": len(c.d.values) + uses_extract(c.d), "PART": sp.counters if sp is not None else 0, **problem}
-    runs = t.api == "vulkan"
-    ctx["ROW"], ctx["COL"] = _owned(tiles.tm, tiles.bm, "ty", runs), _owned(tiles.tn, tiles.bn, "tx", runs)
+    ctx["ROW"] = _owned(tiles.tm, tiles.bm, "ty", cfg.runs)
+    ctx["COL"] = _owned(tiles.tn, tiles.bn, "tx", cfg.runs)
     shared = [("float", "As", tiles.bk * (tiles.bm + 4)), ("float", "Bs", tiles.bk * (tiles.bn + 4))]
     if slices > 1:
         shared.append(("int", "hb_last", 1))
-    return Plan("gemm.j2", ctx, (tiles.threads, 1, 1), (gx, gy, batch * slices), shared, helpers=helpers)
+    p = Plan("gemm.j2", ctx, (tiles.threads, 1, 1), (gx, gy, batch * slices), shared, helpers=helpers)
+    p.gemm = {"problem": config_problem(c.d.root, c.g.types), "key": key, "config": cfg.to_dict(),
+              "source": source}
+    return p
+
+
+def _slices(k: int, split: int) -> tuple[int, int]:
+    """(slices, depth) for ``split`` K slices of whole 16-deep steps (no slice left empty)."""
+    depth = -(-(-(-k // split)) // 16) * 16
+    return -(-k // depth), depth
+
+
+def rule_config(t: Tuning, m: int, n: int, k: int, batch: int, slices: int) -> GemmConfig:
+    """The configuration the rules pick (tuning.gemm_tiles, split_k; runs of 4 on Vulkan, where
+    they measured faster on the H100, strided on CUDA and HIP)."""
+    tiles = gemm_tiles(t, m, n, k, batch * slices)
+    return GemmConfig(tiles.bm, tiles.bn, tiles.bk, tiles.tm, tiles.tn, slices, t.api == "vulkan")
+
+
+def gemm_config(c: _Ctx, t: Tuning, m: int, n: int, k: int, batch: int,
+                sp: GemmSplit | None) -> tuple[GemmConfig, str, str]:
+    """(configuration, "tuned" or "rule", problem key) of the scalar GEMM of ``c``: the target's
+    measured one for this problem when it has one that fits, else the rule's."""
+    max_split = sp.slices if sp is not None and c.L.scratch_ok else 1
+    key = problem_key(config_problem(c.d.root, c.g.types))
+    tuned = dict(t.gemm_configs).get(key)
+    if tuned is not None and tuned.problem(t, max_split) is None:
+        return tuned, "tuned", key
+    return rule_config(t, m, n, k, batch, max_split), "rule", key
 
 
 def _owned(t: int, b: int, var: str, contiguous: bool) -> list[str]:
