@@ -136,10 +136,15 @@ class GemmConfig:
         return None
 
 
+_MATMUL_DEFAULTS = {"transpose_a": False, "transpose_b": False}
+_CONV_DEFAULTS = {"strides": [1, 1], "dilations": [1, 1], "pads": [0, 0, 0, 0], "pad_value": 0.0}
+
+
 def problem_key(problem: Any) -> str:
     """The cache key of a GEMM problem (a dict: kind, dtype, a, b, out shapes, attrs): one line,
     stable across runs, naming everything that makes the kernel differ."""
-    a = dict(problem.get("attrs") or {})
+    defaults = _CONV_DEFAULTS if problem["kind"] == "conv2d" else _MATMUL_DEFAULTS
+    a = {**defaults, **{k: v for k, v in (problem.get("attrs") or {}).items() if v is not None}}
     dims = ";".join("x".join(str(int(s)) for s in problem[k]) for k in ("a", "b", "out"))
     extra = ",".join(f"{k}={_attr(a[k])}" for k in sorted(a))
     return f"{problem['kind']}:{problem['dtype']}:{dims}" + (f":{extra}" if extra else "")

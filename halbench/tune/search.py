@@ -1,0 +1,229 @@
+"""Measure GEMM configurations of each problem on one device and keep the fastest correct one.
+
+For each problem: the rule's configuration first (what compile uses without tuning), then a
+coordinate search: workgroup tiles and thread tiles (stage 1), then, around the best of those,
+the K depth of a step, the thread ownership and the split-K slices (stage 2). Every candidate is
+compiled as a one-dispatch bundle from a one-op IR graph (no front end), run through the HAL,
+checked against the NumPy reference (a wrong result is discarded) and timed with device
+timestamps (median of ``samples`` runs after ``warmup``). Compiles run in a thread pool (glslang
+and NVRTC work outside the GIL); runs are one at a time.
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from halbench.bundle.manifest_schema import GemmProblemDoc
+from halbench.compiler.codegen.tuning import GemmConfig, Tuning, tuning_for
+from halbench.errors import HalbenchError, UserError
+from halbench.tune.problems import build_graph, gemm_dims, reference
+
+__all__ = ["Measured", "ProblemResult", "TuneRun", "candidates", "measure_bundle", "tune"]
+
+#: Relative error (max |out - ref| / max |ref|) above which a candidate's result is wrong: f32
+#: sums in another order differ by ~1e-6; a kernel that skips or repeats a tile is off by O(1).
+TOLERANCE = 1e-3
+
+#: Workgroup tile x thread tile shapes stage 1 tries (bm, bn, tm, tn), big to small.
+TILES = ((128, 128, 8, 8), (128, 64, 8, 8), (64, 128, 8, 8), (128, 64, 8, 4), (64, 128, 4, 8),
+         (64, 64, 8, 8), (64, 64, 4, 4), (128, 32, 8, 2), (32, 128, 2, 8), (64, 32, 4, 2),
+         (32, 64, 2, 4), (32, 32, 2, 2), (64, 64, 4, 8), (64, 64, 8, 4))
+
+
+@dataclass
+class Measured:
+    config: GemmConfig
+    time_ns: float | None = None
+    error: str | None = None  # why it was discarded (compile error, wrong result, not applicable)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.time_ns is not None
+
+
+@dataclass
+class ProblemResult:
+    key: str
+    problem: GemmProblemDoc
+    rule: Measured
+    tried: list[Measured] = field(default_factory=list)
+
+    @property
+    def best(self) -> Measured | None:
+        good = [m for m in [self.rule, *self.tried] if m.ok]
+        return min(good, key=lambda m: m.time_ns) if good else None  # type: ignore[arg-type,return-value]
+
+    @property
+    def flops(self) -> int:
+        b, m, n, k = gemm_dims(self.problem)
+        return 2 * b * m * n * k
+
+    def to_dict(self) -> dict[str, Any]:
+        best = self.best
+        return {"key": self.key, "flops": self.flops,
+                "rule": {"config": self.rule.config.to_dict(), "time_ns": self.rule.time_ns,
+                         "error": self.rule.error},
+                "best": None if best is None else {"config": best.config.to_dict(), "time_ns": best.time_ns},
+                "speedup": (self.rule.time_ns / best.time_ns if best is not None and self.rule.ok
+                            and best.time_ns else None),
+                "tried": len(self.tried), "discarded": [
+                    {"config": m.config.label(), "why": m.error} for m in self.tried if m.error]}
+
+
+@dataclass
+class TuneRun:
+    api: str
+    target: str
+    device: str
+    results: list[ProblemResult]
+    cache: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"api": self.api, "target": self.target, "device": self.device, "cache": self.cache,
+                "problems": [r.to_dict() for r in self.results]}
+
+
+def candidates(t: Tuning, base: GemmConfig, max_split: int, stage: int) -> list[GemmConfig]:
+    """Stage 1: tile shapes at the base's depth, ownership and split; stage 2: around ``base``,
+    other depths (BK), the other ownership, other split-K slice counts. Only configurations
+    the target can run (``GemmConfig.problem``)."""
+    out: list[GemmConfig] = []
+    if stage == 1:
+        for bm, bn, tm, tn in TILES:
+            out.append(GemmConfig(bm, bn, 16 if bm * bn < 128 * 128 else 8, tm, tn, base.split, base.runs))
+    else:
+        for bk in (8, 16, 32):
+            out.append(GemmConfig(base.bm, base.bn, bk, base.tm, base.tn, base.split, base.runs))
+        if base.tm % 4 == 0 or base.tn % 4 == 0:
+            out.append(GemmConfig(base.bm, base.bn, base.bk, base.tm, base.tn, base.split, not base.runs))
+        for s in sorted({1, max_split, max(max_split // 2, 1)}):
+            out.append(GemmConfig(base.bm, base.bn, base.bk, base.tm, base.tn, s, base.runs))
+    seen: set[GemmConfig] = set()
+    return [c for c in out if c != base and not (c in seen or seen.add(c))  # type: ignore[func-returns-value]
+            and c.problem(t, max_split) is None]
+
+
+def _compile(problem: GemmProblemDoc, key: str, api: str, target: str, uri: str | None,
+             cfg: GemmConfig | None, abi: str | None, out: Path) -> tuple[Path | None, dict | None, str | None]:
+    """One candidate as a one-dispatch bundle at ``out``: (path, the variant's gemm record, error)."""
+    from halbench.compiler.compile import CompileOptions, compile_graph
+
+    opts = CompileOptions(target_devices=(api,), targets={api: target}, target_device_uri=uri,
+                          tuning_cache="off", gemm_configs={(api, key): cfg} if cfg else {},
+                          backend_options={"vulkan-dispatch-abi": abi} if abi else {})
+    try:
+        cm = compile_graph(build_graph(problem), opts, {"path": "tune", "sha256": ""})
+        cm.write(out)
+    except HalbenchError as e:
+        return None, None, f"compile failed: {str(e).splitlines()[0][:160]}"
+    gemm = next((v.gemm for e in cm.manifest.executables for v in e.variants if v.gemm), None)
+    if gemm is None:
+        return None, None, "the compiler did not use the scalar GEMM for this problem"
+    if cfg is not None and gemm["source"] != "tuned":
+        return None, None, "the compiler refused this configuration for the target"
+    return out, dict(gemm), None
+
+
+def measure_bundle(device: Any, path: Path, inputs: Sequence[np.ndarray], ref: np.ndarray,
+                   samples: int, warmup: int) -> tuple[float | None, str | None]:
+    """(median device ns of the bundle's one dispatch, None) or (None, why it is discarded):
+    the output is checked against ``ref`` first, so a wrong kernel is never timed."""
+    from halbench.runtime import Module
+
+    try:
+        with Module.load(path, device) as mod:
+            out = mod.invoke(inputs=list(inputs))[0]
+            scale = float(np.max(np.abs(ref))) or 1.0
+            err = float(np.max(np.abs(out.astype(np.float64) - ref))) / scale if out.size else 0.0
+            if out.shape != ref.shape or not math.isfinite(err) or err > TOLERANCE:
+                return None, f"wrong result (relative error {err:.2g})"
+            prof = mod.profile(inputs=list(inputs), runs=samples, warmup=warmup)
+    except HalbenchError as e:
+        return None, f"run failed: {str(e).splitlines()[0][:160]}"
+    per = prof.dispatch_median_ns()
+    return (float(per[0]) if per else float(prof.median_ns)), None
+
+
+def tune(problems: dict[str, GemmProblemDoc], device_uri: str, *, target: str | None = None,
+         budget_s: float = 60.0, samples: int = 10, warmup: int = 3, max_candidates: int = 24,
+         jobs: int = 8, log: Callable[[str], None] | None = None) -> TuneRun:
+    """Tune every problem on ``device_uri`` within about ``budget_s`` seconds in all (the rule's
+    configuration of each is always measured)."""
+    from halbench.compiler.backends import backend_for_driver
+    from halbench.compiler.compile import _resolve_target
+    from halbench.compiler.codegen.kernels import gemm_split
+    from halbench.drivers import create_device, select_device
+
+    info = select_device(device_uri)
+    api = backend_for_driver(info.driver).name
+    if api not in ("vulkan", "cuda", "hip", "webgpu"):
+        raise UserError(f"{device_uri}: the {api} backend has no GPU GEMM to tune; give a vulkan://, "
+                        f"cuda://, hip:// or webgpu:// device")
+    spec = target or "auto"
+    tgt = _resolve_target(api, spec, info.uri)
+    t = tuning_for(tgt, api)
+    abi = None
+    say = log or (lambda s: None)
+    start = time.perf_counter()
+    results: list[ProblemResult] = []
+    with create_device(info) as dev, tempfile.TemporaryDirectory(prefix="halbench-tune-") as tmp, \
+            ThreadPoolExecutor(max(1, jobs)) as pool:
+        if api == "vulkan":  # one ABI is enough to time a kernel: the one the device prefers
+            abi = "bda" if dev.supports("vulkan-spirv-bda-v1") else "descriptors"
+        for i, (key, p) in enumerate(problems.items()):
+            deadline = start + budget_s * (i + 1) / len(problems)
+            rng = np.random.default_rng(len(results))
+            inputs = [rng.uniform(-1, 1, size=tuple(s)).astype(np.float32) for s in (p.a, p.b)]
+            ref = reference(p, *inputs).astype(np.float64)
+            g = build_graph(p)
+            sp = gemm_split(g.ops[0], g)
+            max_split = sp.slices if sp is not None and api != "webgpu" else 1
+            n = 0
+
+            def run(cfgs: list[GemmConfig | None]) -> list[Measured]:
+                nonlocal n
+                jobs_ = [pool.submit(_compile, p, key, api, spec, info.uri, c, abi,
+                                     Path(tmp) / f"{i}-{n + j}.hbx") for j, c in enumerate(cfgs)]
+                n += len(cfgs)
+                out = []
+                for c, job in zip(cfgs, jobs_):
+                    path, gemm, err = job.result()
+                    if c is None and err is not None:  # the rule itself: nothing to compare with
+                        raise UserError(f"problem {key} on {info.uri}: {err}")
+                    cfg = c if c is not None else GemmConfig(**gemm["config"])  # type: ignore[index]
+                    if err is None and (time.perf_counter() < deadline or c is None):
+                        ns, err = measure_bundle(dev, path, inputs, ref, samples, warmup)  # type: ignore[arg-type]
+                        out.append(Measured(cfg, ns, err))
+                    elif err is not None:
+                        out.append(Measured(cfg, None, err))
+                return out
+
+            rule = run([None])[0]
+            res = ProblemResult(key, p, rule)
+            base = rule.config
+            for stage in (1, 2):
+                left = max_candidates - len(res.tried)
+                if left <= 0 or time.perf_counter() >= deadline:
+                    break
+                base = res.best.config if res.best else base
+                cands = [c for c in candidates(t, base, max_split, stage)
+                         if c != rule.config and all(c != m.config for m in res.tried)]
+                res.tried += run(cands[:left])
+            results.append(res)
+            best = res.best
+            say(f"{i + 1}/{len(problems)} {key}: rule {_ms(rule.time_ns)}, best {_ms(best and best.time_ns)} "
+                f"({best.config.label() if best else '-'}), {len(res.tried)} tried")
+    return TuneRun(api, tgt.name, info.uri, results)
+
+
+def _ms(ns: float | None) -> str:
+    return "-" if ns is None else f"{ns / 1e6:.3f} ms"
