@@ -88,12 +88,15 @@ def cache_file(api: str, target: str, where: str | os.PathLike[str] | None = Non
 def read_cache(path: str | os.PathLike[str]) -> TuningCacheDoc:
     """Read and validate one cache file; a one-line UserError names what is wrong and the way out."""
     p = Path(path)
-    way_out = f"delete it, re-run `halbench tune`, or compile with --tuning-cache off"
+    way_out = "delete it, re-run `halbench tune`, or compile with --tuning-cache off"
     try:
         size = p.stat().st_size
-        if size > MAX_CACHE_BYTES:
-            raise UserError(f"tuning cache {p} is {size} bytes, over the {MAX_CACHE_BYTES >> 20} MiB a "
-                            f"tuning cache may be: not a tuning cache? ({way_out})")
+    except OSError as e:
+        raise UserError(f"cannot read the tuning cache {p}: {e.strerror or e}") from None
+    if size > MAX_CACHE_BYTES:
+        raise UserError(f"tuning cache {p} is {size} bytes, over the {MAX_CACHE_BYTES >> 20} MiB a "
+                        f"tuning cache may be: not a tuning cache? ({way_out})")
+    try:
         doc = json.loads(p.read_bytes())
     except OSError as e:
         raise UserError(f"cannot read the tuning cache {p}: {e.strerror or e}") from None

@@ -59,9 +59,9 @@ def _from_bundle(path: Path) -> list[GemmProblemDoc]:
 
 
 def _from_file(path: Path) -> list[GemmProblemDoc]:
+    if path.stat().st_size > MAX_PROBLEMS_BYTES:
+        raise UserError(f"{path} is over {MAX_PROBLEMS_BYTES >> 20} MiB: not a problems file")
     try:
-        if path.stat().st_size > MAX_PROBLEMS_BYTES:
-            raise UserError(f"{path} is over {MAX_PROBLEMS_BYTES >> 20} MiB: not a problems file")
         doc = json.loads(path.read_bytes())
     except OSError as e:
         raise UserError(f"cannot read {path}: {e.strerror or e}") from None
