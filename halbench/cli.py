@@ -558,7 +558,8 @@ def compile_cmd(input_path: str, output: str, target_devices: tuple[str, ...], t
 
 
 @main.command("tune")
-@click.argument("source", metavar="BUNDLE.hbx|PROBLEMS.json|MODEL", type=click.Path(dir_okay=False))
+@click.argument("sources", metavar="BUNDLE.hbx|PROBLEMS.json|MODEL...", nargs=-1, required=True,
+                type=click.Path(dir_okay=False))
 @click.option("--device", "device_uri", default=None, metavar="URI",
               help="The device to measure on (vulkan://, cuda://0, ...); without it, only --save-problems.")
 @click.option("--target", default=None, metavar="NAME",
@@ -579,7 +580,7 @@ def compile_cmd(input_path: str, output: str, target_devices: tuple[str, ...], t
 @click.option("--api", default="vulkan", show_default=True, metavar="API",
               help="With a model file and no --device: the backend to collect its problems for.")
 @FORMAT
-def tune_cmd(source: str, device_uri: str | None, target: str | None, budget_s: float, samples: int,
+def tune_cmd(sources: tuple[str, ...], device_uri: str | None, target: str | None, budget_s: float, samples: int,
              warmup: int, max_candidates: int, jobs: int, output: str | None, save_problems: str | None,
              api: str, fmt: str) -> None:
     """Measure GEMM tile configurations of a model's problems on a device and cache the fastest
@@ -593,7 +594,10 @@ def tune_cmd(source: str, device_uri: str | None, target: str | None, budget_s: 
         from halbench.drivers import select_device
 
         api = backend_for_driver(select_device(device_uri).driver).name
-    problems = load_problems(source, api, target, device_uri)
+    problems: dict[str, Any] = {}
+    for source in sources:
+        for key, p in load_problems(source, api, target, device_uri).items():
+            problems.setdefault(key, p)
     if save_problems:
         write_problems(save_problems, problems)
         click.echo(f"{len(problems)} GEMM problems -> {save_problems}", err=True)
@@ -602,7 +606,7 @@ def tune_cmd(source: str, device_uri: str | None, target: str | None, budget_s: 
             raise UserError("give --device URI to tune on, or --save-problems FILE.json")
         return
     if not problems:
-        raise UserError(f"{source} has no f32 GEMM or convolution on the scalar GEMM path to tune")
+        raise UserError(f"{', '.join(sources)}: no f32 GEMM or convolution on the scalar GEMM path to tune")
     log = None if fmt == "json" else (lambda s: click.echo(s, err=True))
     run = tune(problems, device_uri, target=target, budget_s=budget_s, samples=samples, warmup=warmup,
                max_candidates=max_candidates, jobs=jobs, log=log)

@@ -27,8 +27,8 @@ def save_run(run: TuneRun, where: str | None = None) -> str:
     entries = {}
     for r in run.results:
         best = r.best
-        if best is None:
-            continue
+        if best is None or not any(m.ok for m in r.tried):
+            continue  # nothing was compared with the rule: no measured choice to record
         entries[r.key] = {"problem": r.problem.model_dump(exclude_none=True), "config": best.config.to_dict(),
                           "time_ns": best.time_ns, "rule": r.rule.config.to_dict(),
                           **({"rule_time_ns": r.rule.time_ns} if r.rule.ok else {}),

@@ -11,6 +11,14 @@ def _ms(ns: float | None) -> str:
     return "-" if ns is None else f"{ns / 1e6:.4f}"
 
 
+def _short(key: str) -> str:
+    """The problem key without the attributes at their defaults."""
+    for default in ("transpose_a=0", "transpose_b=0", "dilations=1/1", "pad_value=0.0", "strides=1/1",
+                    "pads=0/0/0/0"):
+        key = key.replace("," + default, "").replace(":" + default + ",", ":").replace(":" + default, "")
+    return key.replace(":f32:", " ")
+
+
 def table(run: TuneRun) -> str:
     rows = [("problem", "rule", "rule ms", "best", "best ms", "speedup", "GFLOP/s", "tried")]
     total_rule = total_best = 0.0
@@ -21,7 +29,7 @@ def table(run: TuneRun) -> str:
         if best and r.rule.ok:
             total_rule += r.rule.time_ns or 0.0
             total_best += best.time_ns or 0.0
-        rows.append((r.key[:72], r.rule.config.label(), _ms(r.rule.time_ns),
+        rows.append((_short(r.key)[:90], r.rule.config.label(), _ms(r.rule.time_ns),
                      best.config.label() if best else "-", _ms(best.time_ns if best else None),
                      f"{speed:.2f}x" if speed else "-", f"{tflops:.1f}" if tflops else "-",
                      f"{len(r.tried)} ({sum(1 for m in r.tried if m.error)} discarded)"))

@@ -119,7 +119,7 @@ def _compile(problem: GemmProblemDoc, key: str, api: str, target: str, uri: str 
 
     opts = CompileOptions(target_devices=(api,), targets={api: target}, target_device_uri=uri,
                           tuning_cache="off", gemm_configs={(api, key): cfg} if cfg else {},
-                          backend_options={"vulkan-dispatch-abi": abi} if abi else {})
+                          backend_options=_one_format(api, abi))
     try:
         cm = compile_graph(build_graph(problem), opts, {"path": "tune", "sha256": ""})
         cm.write(out)
@@ -131,6 +131,15 @@ def _compile(problem: GemmProblemDoc, key: str, api: str, target: str, uri: str 
     if cfg is not None and gemm["source"] != "tuned":
         return None, None, "the compiler refused this configuration for the target"
     return out, dict(gemm), None
+
+
+def _one_format(api: str, abi: str | None) -> dict[str, str]:
+    """Backend options that build one executable format: a timing needs no second one."""
+    if api == "vulkan" and abi:
+        return {"vulkan-dispatch-abi": abi}
+    if api == "cuda":
+        return {"cuda-formats": "cubin"}
+    return {}
 
 
 def measure_bundle(device: Any, path: Path, inputs: Sequence[np.ndarray], ref: np.ndarray,
@@ -160,6 +169,7 @@ def tune(problems: dict[str, GemmProblemDoc], device_uri: str, *, target: str | 
     configuration of each is always measured)."""
     from halbench.compiler.backends import backend_for_driver
     from halbench.compiler.compile import _resolve_target
+    from halbench.compiler.targets import resolve_target
     from halbench.compiler.codegen.kernels import gemm_split
     from halbench.drivers import create_device, select_device
 
@@ -168,7 +178,14 @@ def tune(problems: dict[str, GemmProblemDoc], device_uri: str, *, target: str | 
     if api not in ("vulkan", "cuda", "hip", "webgpu"):
         raise UserError(f"{device_uri}: the {api} backend has no GPU GEMM to tune; give a vulkan://, "
                         f"cuda://, hip:// or webgpu:// device")
-    spec = target or "auto"
+    tgt = _resolve_target(api, target or "auto", info.uri)
+    # Candidates compile for the table's entry of that name (what `compile --API-target NAME`
+    # uses, without probing the device again per compile); a device the table lacks: "auto".
+    spec = target or tgt.name
+    try:
+        resolve_target(api, spec)
+    except HalbenchError:
+        spec = "auto"
     tgt = _resolve_target(api, spec, info.uri)
     t = tuning_for(tgt, api)
     abi = None
@@ -190,6 +207,14 @@ def tune(problems: dict[str, GemmProblemDoc], device_uri: str, *, target: str | 
             n = 0
 
             def run(cfgs: list[GemmConfig | None]) -> list[Measured]:
+                out: list[Measured] = []
+                for at in range(0, len(cfgs), max(1, jobs)):  # a chunk per pool width, deadline between
+                    if cfgs[at] is not None and time.perf_counter() >= deadline:
+                        break
+                    out += run_chunk(cfgs[at:at + max(1, jobs)])
+                return out
+
+            def run_chunk(cfgs: list[GemmConfig | None]) -> list[Measured]:
                 nonlocal n
                 jobs_ = [pool.submit(_compile, p, key, api, spec, info.uri, c, abi,
                                      Path(tmp) / f"{i}-{n + j}.hbx") for j, c in enumerate(cfgs)]
