@@ -59,7 +59,7 @@ class TuningCacheDoc(_Strict):
     api: Label
     target: Label
     entries: Annotated[dict[Annotated[str, Field(max_length=1024)], TuningEntryDoc],
-                       Field(max_length=_MAX_ENTRIES)] = {}
+                       Field(max_length=_MAX_ENTRIES)] = Field(default_factory=dict)
 
 
 def default_dir() -> Path:

@@ -162,14 +162,85 @@ def measure_bundle(device: Any, path: Path, inputs: Sequence[np.ndarray], ref: n
     return (float(per[0]) if per else float(prof.median_ns)), None
 
 
+@dataclass
+class _Problem:
+    """One problem being tuned on an open device: its inputs, reference and compile settings."""
+
+    key: str
+    problem: GemmProblemDoc
+    index: int
+    deadline: float
+    inputs: list[np.ndarray]
+    ref: np.ndarray
+    max_split: int
+    compiled: int = 0
+
+
+@dataclass
+class _Session:
+    device: Any
+    pool: ThreadPoolExecutor
+    tmp: Path
+    api: str
+    spec: str  # the target as CompileOptions names it
+    uri: str
+    abi: str | None
+    samples: int
+    warmup: int
+    jobs: int
+
+    def run(self, pr: _Problem, cfgs: list[GemmConfig | None]) -> list[Measured]:
+        """Compile ``cfgs`` (None: the rule) a pool's width at a time and measure them in order,
+        stopping at the problem's deadline (the rule is always measured)."""
+        out: list[Measured] = []
+        for at in range(0, len(cfgs), self.jobs):
+            if cfgs[at] is not None and time.perf_counter() >= pr.deadline:
+                break
+            out += self._chunk(pr, cfgs[at:at + self.jobs])
+        return out
+
+    def _chunk(self, pr: _Problem, cfgs: list[GemmConfig | None]) -> list[Measured]:
+        futures = [self.pool.submit(_compile, pr.problem, pr.key, self.api, self.spec, self.uri, c, self.abi,
+                                    self.tmp / f"{pr.index}-{pr.compiled + j}.hbx") for j, c in enumerate(cfgs)]
+        pr.compiled += len(cfgs)
+        out = []
+        for c, job in zip(cfgs, futures):
+            path, gemm, err = job.result()
+            if c is None and err is not None:  # the rule itself: nothing to compare with
+                raise UserError(f"problem {pr.key} on {self.uri}: {err}")
+            cfg = c if c is not None else GemmConfig(**gemm["config"])  # type: ignore[index]
+            if err is None and (c is None or time.perf_counter() < pr.deadline):
+                ns, err = measure_bundle(self.device, path, pr.inputs, pr.ref, self.samples,  # type: ignore[arg-type]
+                                         self.warmup)
+                out.append(Measured(cfg, ns, err))
+            elif err is not None:
+                out.append(Measured(cfg, None, err))
+        return out
+
+
+def _target(api: str, target: str | None, uri: str) -> tuple[str, Any]:
+    """(the name candidates compile for, the Target): the table's entry of that name, what
+    ``compile --API-target NAME`` uses, without probing the device again per compile; a device
+    the table lacks compiles for ``auto``."""
+    from halbench.compiler.compile import _resolve_target
+    from halbench.compiler.targets import resolve_target
+
+    spec = target or _resolve_target(api, "auto", uri).name
+    try:
+        resolve_target(api, spec)
+    except HalbenchError:
+        if target:
+            raise
+        spec = "auto"
+    return spec, _resolve_target(api, spec, uri)
+
+
 def tune(problems: dict[str, GemmProblemDoc], device_uri: str, *, target: str | None = None,
          budget_s: float = 60.0, samples: int = 10, warmup: int = 3, max_candidates: int = 24,
          jobs: int = 8, log: Callable[[str], None] | None = None) -> TuneRun:
     """Tune every problem on ``device_uri`` within about ``budget_s`` seconds in all (the rule's
     configuration of each is always measured)."""
     from halbench.compiler.backends import backend_for_driver
-    from halbench.compiler.compile import _resolve_target
-    from halbench.compiler.targets import resolve_target
     from halbench.compiler.codegen.kernels import gemm_split
     from halbench.drivers import create_device, select_device
 
@@ -178,71 +249,34 @@ def tune(problems: dict[str, GemmProblemDoc], device_uri: str, *, target: str | 
     if api not in ("vulkan", "cuda", "hip", "webgpu"):
         raise UserError(f"{device_uri}: the {api} backend has no GPU GEMM to tune; give a vulkan://, "
                         f"cuda://, hip:// or webgpu:// device")
-    tgt = _resolve_target(api, target or "auto", info.uri)
-    # Candidates compile for the table's entry of that name (what `compile --API-target NAME`
-    # uses, without probing the device again per compile); a device the table lacks: "auto".
-    spec = target or tgt.name
-    try:
-        resolve_target(api, spec)
-    except HalbenchError:
-        spec = "auto"
-    tgt = _resolve_target(api, spec, info.uri)
+    spec, tgt = _target(api, target, info.uri)
     t = tuning_for(tgt, api)
-    abi = None
     say = log or (lambda s: None)
     start = time.perf_counter()
     results: list[ProblemResult] = []
     with create_device(info) as dev, tempfile.TemporaryDirectory(prefix="halbench-tune-") as tmp, \
             ThreadPoolExecutor(max(1, jobs)) as pool:
-        if api == "vulkan":  # one ABI is enough to time a kernel: the one the device prefers
-            abi = "bda" if dev.supports("vulkan-spirv-bda-v1") else "descriptors"
+        # One Vulkan ABI is enough to time a kernel: the one the device prefers.
+        abi = ("bda" if dev.supports("vulkan-spirv-bda-v1") else "descriptors") if api == "vulkan" else None
+        session = _Session(dev, pool, Path(tmp), api, spec, info.uri, abi, samples, warmup, max(1, jobs))
         for i, (key, p) in enumerate(problems.items()):
-            deadline = start + budget_s * (i + 1) / len(problems)
-            rng = np.random.default_rng(len(results))
+            rng = np.random.default_rng(i)
             inputs = [rng.uniform(-1, 1, size=tuple(s)).astype(np.float32) for s in (p.a, p.b)]
-            ref = reference(p, *inputs).astype(np.float64)
             g = build_graph(p)
             sp = gemm_split(g.ops[0], g)
-            max_split = sp.slices if sp is not None and api != "webgpu" else 1
-            n = 0
-
-            def run(cfgs: list[GemmConfig | None]) -> list[Measured]:
-                out: list[Measured] = []
-                for at in range(0, len(cfgs), max(1, jobs)):  # a chunk per pool width, deadline between
-                    if cfgs[at] is not None and time.perf_counter() >= deadline:
-                        break
-                    out += run_chunk(cfgs[at:at + max(1, jobs)])
-                return out
-
-            def run_chunk(cfgs: list[GemmConfig | None]) -> list[Measured]:
-                nonlocal n
-                jobs_ = [pool.submit(_compile, p, key, api, spec, info.uri, c, abi,
-                                     Path(tmp) / f"{i}-{n + j}.hbx") for j, c in enumerate(cfgs)]
-                n += len(cfgs)
-                out = []
-                for c, job in zip(cfgs, jobs_):
-                    path, gemm, err = job.result()
-                    if c is None and err is not None:  # the rule itself: nothing to compare with
-                        raise UserError(f"problem {key} on {info.uri}: {err}")
-                    cfg = c if c is not None else GemmConfig(**gemm["config"])  # type: ignore[index]
-                    if err is None and (time.perf_counter() < deadline or c is None):
-                        ns, err = measure_bundle(dev, path, inputs, ref, samples, warmup)  # type: ignore[arg-type]
-                        out.append(Measured(cfg, ns, err))
-                    elif err is not None:
-                        out.append(Measured(cfg, None, err))
-                return out
-
-            rule = run([None])[0]
+            pr = _Problem(key, p, i, start + budget_s * (i + 1) / len(problems), inputs,
+                          reference(p, *inputs).astype(np.float64),
+                          sp.slices if sp is not None and api != "webgpu" else 1)
+            rule = session.run(pr, [None])[0]
             res = ProblemResult(key, p, rule)
-            base = rule.config
             for stage in (1, 2):
                 left = max_candidates - len(res.tried)
-                if left <= 0 or time.perf_counter() >= deadline:
+                if left <= 0 or time.perf_counter() >= pr.deadline:
                     break
-                base = res.best.config if res.best else base
-                cands = [c for c in candidates(t, base, max_split, stage)
+                base = res.best.config if res.best else rule.config
+                cands = [c for c in candidates(t, base, pr.max_split, stage)
                          if c != rule.config and all(c != m.config for m in res.tried)]
-                res.tried += run(cands[:left])
+                res.tried += session.run(pr, cands[:left])
             results.append(res)
             best = res.best
             say(f"{i + 1}/{len(problems)} {key}: rule {_ms(rule.time_ns)}, best {_ms(best and best.time_ns)} "

@@ -95,7 +95,7 @@ def test_tune_writes_the_cache_and_compile_uses_it(mlp: Path, tmp_path: Path) ->
     out = run_local(tuned, {"x": x}, device=uri)[0]
     assert rel_err(out, ref) < 1e-4
     # The compile cache key covers the configurations used.
-    opts = dict(target_devices=("vulkan",), targets={"vulkan": "auto"})
+    opts = {"target_devices": ("vulkan",), "targets": {"vulkan": "auto"}}
     assert CompileOptions(**opts, tuning_cache=str(cache)).cache_key() != \
         CompileOptions(**opts, tuning_cache="off").cache_key()
 

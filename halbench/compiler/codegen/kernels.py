@@ -727,7 +727,8 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
 
 def _slices(k: int, split: int) -> tuple[int, int]:
     """(slices, depth) for ``split`` K slices of whole 16-deep steps (no slice left empty)."""
-    depth = -(-(-(-k // split)) // 16) * 16
+    per = -(-k // split)
+    depth = -(-per // 16) * 16
     return -(-k // depth), depth
 
 
