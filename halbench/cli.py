@@ -1022,6 +1022,9 @@ EXIT_CODES: dict[str, list[tuple[int, str]]] = {
                  "mismatched devices, an untimed benchmark, or an internal error")),
              (3, "INCONCLUSIVE (the default --inconclusive=report)")],
     "report": [(0, "the report is written"), (1, "an unreadable or invalid results file"), _USAGE],
+    "tune": [(0, "tuned and the cache written (or the problems file, with --save-problems alone)"),
+             (1, "an unreadable or invalid source, cache or problems file, or no GPU device"), _USAGE],
+    "inspect": [(0, "shown"), (1, "an unreadable or invalid bundle"), _USAGE],
     "trace": [(0, "the trace is written"), (1, ("an unreadable results file, or no stored dispatch "
                                                "timings")), _USAGE],
 }

@@ -92,8 +92,9 @@ def test_tune_writes_the_cache_and_compile_uses_it(mlp: Path, tmp_path: Path) ->
     assert r.exit_code == 0 and "(tuned)" in r.output, r.output
     x = RNG.standard_normal((64, 256)).astype(np.float32)
     ref = onnx_reference(mlp, {"x": x})[0]
-    out = run_local(tuned, {"x": x}, device=uri)[0]
-    assert rel_err(out, ref) < 1e-4
+    for device in (uri, "local-sync://"):  # the tuned GPU variant, and the oracle beside it
+        out = run_local(tuned, {"x": x}, device=device)[0]
+        assert rel_err(out, ref) < 1e-4, device
     # The compile cache key covers the configurations used.
     opts = {"target_devices": ("vulkan",), "targets": {"vulkan": "auto"}}
     assert CompileOptions(**opts, tuning_cache=str(cache)).cache_key() != \
