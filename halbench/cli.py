@@ -558,8 +558,8 @@ def compile_cmd(input_path: str, output: str, target_devices: tuple[str, ...], t
 
 
 @main.command("tune")
-@click.argument("sources", metavar="BUNDLE.hbx|PROBLEMS.json|MODEL...", nargs=-1, required=True,
-                type=click.Path(dir_okay=False))
+@click.argument("sources", metavar="BUNDLE.hbx|PROBLEMS.json|MODEL|ZOO-MODEL[:BATCH]...", nargs=-1,
+                required=True)
 @click.option("--device", "device_uri", default=None, metavar="URI",
               help="The device to measure on (vulkan://, cuda://0, ...); without it, only --save-problems.")
 @click.option("--target", default=None, metavar="NAME",
@@ -596,7 +596,7 @@ def tune_cmd(sources: tuple[str, ...], device_uri: str | None, target: str | Non
         api = backend_for_driver(select_device(device_uri).driver).name
     problems: dict[str, Any] = {}
     for source in sources:
-        for key, p in load_problems(source, api, target, device_uri).items():
+        for key, p in load_problems(_model_path(source), api, target, device_uri).items():
             problems.setdefault(key, p)
     if save_problems:
         write_problems(save_problems, problems)
@@ -617,6 +617,21 @@ def tune_cmd(sources: tuple[str, ...], device_uri: str | None, target: str | Non
     from halbench.tune.report import table
 
     click.echo(table(run))
+
+
+def _model_path(source: str) -> str:
+    """A file as given, or a zoo model (as suites name them: ``resnet50``, ``minilm-l6:8`` with a
+    batch) built into the model cache."""
+    from pathlib import Path
+
+    if Path(source).exists() or "/" in source or Path(source).suffix in (".hbx", ".json", ".onnx", ".mlir"):
+        return source
+    from halbench.bench.model_files import model_source
+
+    name, _, batch = source.partition(":")
+    if batch and not batch.isdigit():
+        raise UserError(f"'{source}': write a zoo model as NAME or NAME:BATCH (resnet50:8)")
+    return str(model_source({"zoo": name, **({"batch": int(batch)} if batch else {})})[2]())
 
 
 @main.command("inspect")

@@ -227,3 +227,10 @@ def _mlp_file(tmp: Path) -> Path:
     path = tmp / "mm.onnx"
     onnx.save(m, path)
     return path
+
+
+def test_a_zoo_model_by_name_gives_its_problems(tmp_path: Path) -> None:
+    out = tmp_path / "p.json"
+    r = run("tune", "tiny-mlp", "--save-problems", str(out))
+    assert r.exit_code == 0, r.output
+    assert load_problems(out) and all(p.dtype == "f32" for p in load_problems(out).values())
