@@ -140,10 +140,18 @@ def fingerprint(api: str, target: str, where: str | os.PathLike[str] | None = No
 def update_cache(path: str | os.PathLike[str], api: str, target: str,
                  entries: Mapping[str, Mapping[str, Any]]) -> TuningCacheDoc:
     """Merge ``entries`` (problem key -> TuningEntryDoc fields) into the cache at ``path`` and
-    write it atomically. An existing file for another API or target is refused."""
-    from halbench.files import atomic_write
+    write it atomically, under a lock. An existing file for another API or target is refused."""
+    from halbench.files import exclusive
 
     p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    with exclusive(p, "tuning cache"):  # read, merge and write under one lock
+        return _merge(p, api, target, entries)
+
+
+def _merge(p: Path, api: str, target: str, entries: Mapping[str, Mapping[str, Any]]) -> TuningCacheDoc:
+    from halbench.files import atomic_write
+
     old: dict[str, Any] = {}
     if p.exists():
         doc = read_cache(p)
