@@ -93,13 +93,24 @@ class TuneRun:
                 "problems": [r.to_dict() for r in self.results]}
 
 
-def candidates(t: Tuning, base: GemmConfig, max_split: int, stage: int) -> list[GemmConfig]:
-    """Stage 1: tile shapes at the base's depth, ownership and split; stage 2: around ``base``,
-    other depths (BK), the other ownership, other split-K slice counts. Only configurations
-    the target can run (``GemmConfig.problem``)."""
+def _waste(bm: int, bn: int, m: int, n: int) -> float:
+    """Computed outputs per useful one: a 128-row tile over 8 rows computes 16x what it keeps."""
+    return (-(-m // bm) * bm * -(-n // bn) * bn) / max(m * n, 1)
+
+
+def candidates(t: Tuning, base: GemmConfig, max_split: int, stage: int,
+               mn: tuple[int, int] | None = None) -> list[GemmConfig]:
+    """Stage 1: tile shapes at the base's depth, ownership and split (with ``mn``, the GEMM's M
+    and N: only tiles that waste little more than the least wasteful one); stage 2: around
+    ``base``, other depths (BK), the other ownership, other split-K slice counts. Only
+    configurations the target can run (``GemmConfig.problem``)."""
     out: list[GemmConfig] = []
     if stage == 1:
-        for bm, bn, tm, tn in TILES:
+        tiles = list(TILES)
+        if mn is not None:
+            least = min(_waste(bm, bn, *mn) for bm, bn, _, _ in tiles)
+            tiles = [x for x in tiles if _waste(x[0], x[1], *mn) <= max(1.5, 1.25 * least)]
+        for bm, bn, tm, tn in tiles:
             out.append(GemmConfig(bm, bn, 16 if bm * bn < 128 * 128 else 8, tm, tn, base.split, base.runs))
     else:
         for bk in (8, 16, 32):
@@ -174,6 +185,7 @@ class _Problem:
     inputs: list[np.ndarray]
     ref: np.ndarray
     max_split: int
+    mn: tuple[int, int]
     compiled: int = 0
 
 
@@ -265,9 +277,10 @@ def tune(problems: dict[str, GemmProblemDoc], device_uri: str, *, target: str | 
             inputs = [rng.uniform(-1, 1, size=tuple(s)).astype(np.float32) for s in (p.a, p.b)]
             g = build_graph(p)
             sp = gemm_split(g.ops[0], g)
+            _, m, n, _ = gemm_dims(p)
             pr = _Problem(key, p, i, start + budget_s * (i + 1) / len(problems), inputs,
                           reference(p, *inputs).astype(np.float64),
-                          sp.slices if sp is not None and api != "webgpu" else 1)
+                          sp.slices if sp is not None and api != "webgpu" else 1, (m, n))
             rule = session.run(pr, [None])[0]
             res = ProblemResult(key, p, rule)
             for stage in (1, 2):
@@ -275,7 +288,7 @@ def tune(problems: dict[str, GemmProblemDoc], device_uri: str, *, target: str | 
                 if left <= 0 or time.perf_counter() >= pr.deadline:
                     break
                 base = res.best.config if res.best else rule.config
-                cands = [c for c in candidates(t, base, pr.max_split, stage)
+                cands = [c for c in candidates(t, base, pr.max_split, stage, pr.mn)
                          if c != rule.config and all(c != m.config for m in res.tried)]
                 res.tried += session.run(pr, cands[:left])
             results.append(res)

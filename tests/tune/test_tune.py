@@ -234,3 +234,11 @@ def test_a_zoo_model_by_name_gives_its_problems(tmp_path: Path) -> None:
     r = run("tune", "tiny-mlp", "--save-problems", str(out))
     assert r.exit_code == 0, r.output
     assert load_problems(out) and all(p.dtype == "f32" for p in load_problems(out).values())
+
+
+def test_stage_one_skips_tiles_that_mostly_compute_padding() -> None:
+    t = tuning_for("h100", "cuda")
+    base = GemmConfig(64, 64, 16, 4, 4)
+    skinny = candidates(t, base, 1, 1, (8, 384))  # M = 8: every tile pads M; the widest N tiles waste no more
+    assert skinny and all(c.bm == 32 for c in skinny)
+    assert len(candidates(t, base, 1, 1, (1024, 1536))) > len(skinny)
