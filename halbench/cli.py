@@ -609,7 +609,8 @@ def tune_cmd(sources: tuple[str, ...], device_uri: str | None, target: str | Non
         raise UserError(f"{', '.join(sources)}: no f32 GEMM or convolution on the scalar GEMM path to tune")
     log = None if fmt == "json" else (lambda s: click.echo(s, err=True))
     run = tune(problems, device_uri, target=target, budget_s=budget_s, samples=samples, warmup=warmup,
-               max_candidates=max_candidates, jobs=jobs, log=log)
+               max_candidates=max_candidates, jobs=jobs, log=log,
+               on_problem=lambda so_far: save_run(so_far, output))  # a run cut short keeps its results
     save_run(run, output)
     if fmt == "json":
         click.echo(json.dumps(run.to_dict(), indent=2))

@@ -19,6 +19,7 @@ for uri in ${URIS:-cuda://0 vulkan://0}; do
   echo; echo "=== $uri (budget ${budget}s, $jobs parallel compiles)"
   timeout $(( budget + 90 )) $py -m halbench tune $problems --device "$uri" --target "$target" --budget-s "$budget" \
       --samples 10 --warmup 3 --jobs "$jobs" --output "$OUT/tuning" 2>"$OUT/tune-$api.log" | tee "$OUT/tune-$api.txt"
-  echo "rc=${PIPESTATUS[0]}"; tail -3 "$OUT/tune-$api.log"
+  rc=${PIPESTATUS[0]}; echo "rc=$rc"
+  if [ "$rc" != 0 ]; then tail -40 "$OUT/tune-$api.log"; else tail -2 "$OUT/tune-$api.log"; fi
 done
 ls -la "$OUT/tuning"

@@ -250,9 +250,11 @@ def _target(api: str, target: str | None, uri: str) -> tuple[str, Any]:
 
 def tune(problems: dict[str, GemmProblemDoc], device_uri: str, *, target: str | None = None,
          budget_s: float = 60.0, samples: int = 10, warmup: int = 3, max_candidates: int = 24,
-         jobs: int = 8, log: Callable[[str], None] | None = None) -> TuneRun:
+         jobs: int = 8, log: Callable[[str], None] | None = None,
+         on_problem: Callable[[TuneRun], None] | None = None) -> TuneRun:
     """Tune every problem on ``device_uri`` within about ``budget_s`` seconds in all (the rule's
-    configuration of each is always measured)."""
+    configuration of each is always measured). ``on_problem`` gets the run so far after each
+    problem (the CLI saves it, so a run cut short keeps what it measured)."""
     from halbench.compiler.backends import backend_for_driver
     from halbench.compiler.codegen.kernels import gemm_split
     from halbench.drivers import create_device, select_device
@@ -292,6 +294,8 @@ def tune(problems: dict[str, GemmProblemDoc], device_uri: str, *, target: str | 
                          if c != rule.config and all(c != m.config for m in res.tried)]
                 res.tried += session.run(pr, cands[:left])
             results.append(res)
+            if on_problem is not None:
+                on_problem(TuneRun(api, tgt.name, info.uri, list(results)))
             best = res.best
             say(f"{i + 1}/{len(problems)} {key}: rule {_ms(rule.time_ns)}, best {_ms(best and best.time_ns)} "
                 f"({best.config.label() if best else '-'}), {len(res.tried)} tried")
