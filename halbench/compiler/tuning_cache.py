@@ -118,6 +118,10 @@ def configs_for(api: str, target: str, where: str | os.PathLike[str] | None = No
     """Problem key -> ``GemmConfig`` of the cache for ``api`` and ``target`` ({} when none)."""
     from halbench.compiler.codegen.tuning import GemmConfig
 
+    given = where if where is not None else os.environ.get("HALBENCH_TUNING_CACHE")
+    if given not in (None, "", "off") and not Path(given).exists():  # a typo must not mean "no tuning"
+        raise UserError(f"tuning cache {given} does not exist; give a directory of <api>-<target>.json "
+                        f"files or one such file (halbench tune -o), or off")
     path = cache_file(api, target, where)
     if path is None or not path.exists():
         return {}

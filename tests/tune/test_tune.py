@@ -242,3 +242,9 @@ def test_stage_one_skips_tiles_that_mostly_compute_padding() -> None:
     skinny = candidates(t, base, 1, 1, (8, 384))  # M = 8: every tile pads M; the widest N tiles waste no more
     assert skinny and all(c.bm == 32 for c in skinny)
     assert len(candidates(t, base, 1, 1, (1024, 1536))) > len(skinny)
+
+
+def test_a_missing_cache_named_explicitly_is_an_error(tmp_path: Path) -> None:
+    r = run("compile", str(_mlp_file(tmp_path)), "-o", str(tmp_path / "m.hbx"), "--target-device", "vulkan",
+            "--tuning-cache", str(tmp_path / "nope"))
+    assert r.exit_code == 1 and "does not exist" in r.output and "\n" not in r.output.strip(), r.output
