@@ -168,9 +168,11 @@ def measure_bundle(device: Any, path: Path, inputs: Sequence[np.ndarray], ref: n
     try:
         with Module.load(path, device) as mod:
             out = mod.invoke(inputs=list(inputs))[0]
-            scale = float(np.max(np.abs(ref))) or 1.0
-            err = float(np.max(np.abs(out.astype(np.float64) - ref))) / scale if out.size else 0.0
-            if out.shape != ref.shape or not math.isfinite(err) or err > TOLERANCE:
+            if out.shape != ref.shape:
+                return None, f"wrong result shape {list(out.shape)}, expected {list(ref.shape)}"
+            scale = float(np.max(np.abs(ref))) if ref.size else 1.0
+            err = float(np.max(np.abs(out.astype(np.float64) - ref))) / (scale or 1.0) if out.size else 0.0
+            if not math.isfinite(err) or err > TOLERANCE:
                 return None, f"wrong result (relative error {err:.2g})"
             prof = mod.profile(inputs=list(inputs), runs=samples, warmup=warmup)
     except HalbenchError as e:
