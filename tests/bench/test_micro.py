@@ -16,6 +16,8 @@ SMALL = {
     "dot-int8": {"workgroups": 2, "iters": 16},
     "matrix-f16": {"workgroups": 2, "iters": 16},
     "matrix-bf16": {"workgroups": 2, "iters": 16},
+    "gemm-f16": {"m": 256, "n": 128, "k": 96},
+    "gemm-bf16": {"m": 128, "n": 256, "k": 64},
     "latency-dispatch": {},
     "latency-replay": {"dispatches": 10},
     "transfer-h2d": {"bytes": 1 << 20},
@@ -52,7 +54,7 @@ def test_micro_runs_and_checks(device, kind: str) -> None:
         assert result["passed"], result
         if kind.startswith(("bandwidth", "transfer")):
             assert mb.metrics["bytes"] >= SMALL[kind]["bytes"]
-        if kind.startswith(("fma", "matrix", "dot")):
+        if kind.startswith(("fma", "matrix", "dot", "gemm")):
             assert mb.metrics["flops"] > 0
     finally:
         mb.close()
@@ -80,3 +82,84 @@ def test_wrong_output_is_caught(device) -> None:
 def test_unknown_kind_is_refused(device) -> None:
     with pytest.raises(UserError, match="unknown microbenchmark kind"):
         prepare_micro("warp-speed", device)
+
+
+@pytest.mark.parametrize("params", [{"unroll": 1}, {"unroll": 2, "workgroups": 3}, {"unroll": 8, "workgroups": 1}])
+def test_copy_variants_copy_everything(device, params) -> None:
+    # an odd size (not a multiple of any tile) and a grid too small to cover it in one pass
+    mb = prepare_micro("bandwidth-copy", device, {"bytes": (1 << 18) + 48, **params})
+    try:
+        mb.run()
+        assert mb.check()["passed"]
+    finally:
+        mb.close()
+
+
+@pytest.mark.parametrize("params", [{"chains": 16, "unroll": 1}, {"chains": 64, "unroll": 8},
+                                    {"chains": 32, "vector": 4}])
+def test_fma_variants_count_their_chains(device, params) -> None:
+    try:
+        mb = prepare_micro("fma-f32", device, {"workgroups": 2, "iters": 16, **params})
+    except Unsupported as e:
+        pytest.skip(str(e))
+    try:
+        mb.run()
+        assert mb.check()["passed"]
+        assert mb.metrics["flops"] == 2 * 256 * 16 * 2 * params["chains"]
+    finally:
+        mb.close()
+
+
+@pytest.mark.parametrize("kind", ["gemm-f16", "gemm-bf16"])
+def test_gemm_wrong_output_is_caught(device, kind) -> None:
+    try:
+        mb = prepare_micro(kind, device, {"m": 128, "n": 128, "k": 64})
+    except Unsupported as e:
+        pytest.skip(str(e))
+    try:
+        mb.run()
+        assert mb.check()["passed"]
+        mb._buffers[2].write(b"\x00\x3c" * 8, offset=2 * (128 * 77 + 64))  # eight 1.0s where C was
+        assert not mb.check()["passed"]
+    finally:
+        mb.close()
+
+
+@pytest.mark.parametrize(("kind", "params", "match"), [
+    ("gemm-f16", {"m": 100, "n": 128, "k": 64}, "must be multiples of the"),
+    ("gemm-bf16", {"m": 1 << 16, "n": 1 << 16, "k": 64}, "2\\^31 elements"),
+    ("fma-f32", {"iters": 10, "unroll": 4}, "multiple of unroll"),
+    ("fma-f32", {"chains": 30, "vector": 4}, "vector must be 1 or 4"),
+    ("bandwidth-copy", {"unroll": 64}, "use 1 to 16"),
+])
+def test_bad_kernel_parameters_are_one_line_errors(device, kind, params, match) -> None:
+    try:
+        mb = prepare_micro(kind, device, params)
+    except Unsupported as e:
+        pytest.skip(str(e))
+    except UserError as e:
+        assert "\n" not in str(e)
+        with pytest.raises(UserError, match=match):
+            prepare_micro(kind, device, params)
+        return
+    mb.close()
+    pytest.fail(f"{kind} {params} was accepted")
+
+
+@pytest.mark.parametrize(("kind", "params"), [("bandwidth-copy", {"bytes": 1 << 16}),
+                                              ("gemm-f16", {"m": 128, "n": 128, "k": 64})])
+def test_output_not_written_fails_the_check(device, kind, params) -> None:
+    # a first run leaves the right answer in memory; the next benchmark's output starts as NaNs,
+    # so a kernel that wrote nothing could not pass on what the first one left behind
+    try:
+        first = prepare_micro(kind, device, params)
+    except Unsupported as e:
+        pytest.skip(str(e))
+    first.run()
+    assert first.check()["passed"]
+    first.close()
+    mb = prepare_micro(kind, device, params)
+    try:
+        assert not mb.check()["passed"]
+    finally:
+        mb.close()

@@ -82,8 +82,9 @@ class CompilerBackend:
     #: Target-table entries this backend brings beyond the shared hardware table.
     extra_targets: Callable[[], Sequence[Any]] = lambda: ()
     options: tuple[BackendOption, ...] = ()
-    #: ``micro_binary(kernel, fmt, device_info, entry, defines) -> ExecutableBinary``; raises
-    #: Unsupported for a kernel it has none of.
+    #: ``micro_binary(kernel, fmt, device_info[, options]) -> MicroKernel``; ``options`` are the
+    #: kernel-shaping parameters as upper-case #define names (UNROLL, CHAINS, BM, ...); raises
+    #: Unsupported for a kernel or an option value it has none of.
     micro_binary: Callable[..., Any] | None = None
     #: Which micro-benchmark kernels it has (names of halbench.bench.micro's kernel table).
     micro_kernels: frozenset[str] = field(default_factory=frozenset)

@@ -7,7 +7,8 @@ from typing import Any
 from halbench.compiler.backends import BackendOption, CompilerBackend, Unsupported
 from halbench.compiler.backends.micro import MICRO_ABI, MicroKernel
 
-_MICRO = frozenset({"copy", "triad", "fma_f32", "fma_f16", "dot_int8", "matrix_f16", "matrix_bf16", "noop"})
+_MICRO = frozenset({"copy", "triad", "fma_f32", "fma_f16", "dot_int8", "matrix_f16", "matrix_bf16", "gemm_f16",
+                    "gemm_bf16", "noop"})
 
 
 def _generate(d: Any, g: Any, target: Any, options: dict[str, str]) -> list[Any]:
@@ -23,36 +24,87 @@ def _default_target() -> Any:
     return by_arch("sm_60")  # sm_60 PTX is JIT-compiled by the driver for any later GPU
 
 
-def micro_c(kernel: str, fmt: str, info: Any, kernels: frozenset[str], build) -> MicroKernel:
-    """The C micro kernels (codegen/micro_cuda.py), built by ``build(kernel, arch, name)``:
-    NVRTC for CUDA, hipRTC with HIP's header for HIP."""
+def micro_c(kernel: str, fmt: str, info: Any, kernels: frozenset[str], build,
+            options: dict[str, int] | None = None) -> MicroKernel:
+    """The C micro kernels (codegen/micro_cuda.py), built by ``build(kernel, arch, name, defines)``:
+    NVRTC for CUDA, hipRTC with HIP's header for HIP. ``options`` are the kernel-shaping
+    parameters (codegen/micro_cuda.OPTIONS, upper-case names)."""
+    from halbench.compiler.codegen.micro_cuda import OPTIONS
     from halbench.hal import EntryPoint, ExecutableBinary
 
     if kernel not in kernels:
         raise Unsupported(f"{kernel} has no {fmt} kernel")
+    opts = {k.upper(): int(v) for k, v in (options or {}).items()}
+    if opts.pop("VECTOR", 1) != 1:
+        raise Unsupported("fma-f32 vector 4 is the old Vulkan kernel (vec4 chains); the C kernel has scalar chains")
+    defines = {**OPTIONS.get(kernel, {}), **opts}
+    unknown = sorted(set(defines) - set(OPTIONS.get(kernel, {})) - {"BK", "MMA"})
+    if unknown:
+        raise Unsupported(f"the C {kernel} kernel takes no option {', '.join(unknown).lower()}")
     nbind, nconst, wg = MICRO_ABI[kernel]
-    matrix = None
+    matrix = tile = None
+    note = ""
     if kernel.startswith("matrix_"):
         wg, matrix = 128, (16, 16, 16, 32)  # WMMA 16x16x16, 4 warps of 32
     arch = info.identity.arch
     if not arch:
         raise Unsupported(f"{info.uri} reports no arch to compile the micro kernels for")
-    data = build(kernel, arch, f"micro_{kernel}")
+    if kernel.startswith("gemm_"):
+        wg, tile, note, arch = _gemm_variant(defines, arch, info.uri)
+    data = build(kernel, arch, f"micro_{kernel}", defines)
     entry = EntryPoint("micro", nbind, nconst, (wg, 1, 1))
-    return MicroKernel(ExecutableBinary(fmt, data, (entry,), arch), wg, matrix)
+    return MicroKernel(ExecutableBinary(fmt, data, (entry,), arch), wg, matrix, note, tile)
 
 
-def _micro(kernel: str, fmt: str, info: Any) -> MicroKernel:
+#: what ``mma: 0`` (the default) picks: 1 (mma.sync) until the wgmma kernel has been checked on an
+#: H100 (scripts/gpu_peaks.py); then 3 on sm_90.
+GEMM_AUTO_SM90 = 1
+
+
+def _gemm_variant(defines: dict[str, int], arch: str, uri: str) -> tuple[int, tuple[int, int, int], str, str]:
+    """Workgroup size, tile, note and arch of the GEMM that ``defines`` ask for (they are updated
+    in place: MMA -> WGMMA and INFLIGHT). mma 1: mma.sync (sm_80+); 2: wgmma waiting for each k
+    tile; 3: wgmma keeping one group in flight (sm_90, built for sm_90a)."""
+    from halbench.compiler.codegen.micro_cuda import GEMM_TILES, WGMMA_TILES
+
+    if not arch.startswith("sm_") or int(arch[3:].rstrip("a")) < 80:
+        raise Unsupported(f"{uri} ({arch}) has no mma.sync.m16n8k16 (needs sm_80 or newer)")
+    sm90 = arch.rstrip("a") == "sm_90"
+    mma = defines.pop("MMA", 0) or (GEMM_AUTO_SM90 if sm90 else 1)
+    bm, bn, bk, stages = defines["BM"], defines["BN"], defines.pop("BK", 32), defines["STAGES"]
+    if mma == 1:
+        if (bm, bn) not in GEMM_TILES or bk != 32 or not 2 <= stages <= GEMM_TILES[(bm, bn)]:
+            raise Unsupported(f"gemm tile {bm}x{bn}x{bk} with {stages} stages: the mma.sync kernel takes "
+                              f"tile_k 32 and (tile_m, tile_n): most stages {GEMM_TILES} (48 KiB of "
+                              f"static shared memory)")
+        defines.update(WGMMA=0, INFLIGHT=0)
+        return (32 * (bm // 64) * (bn // 64), (bm, bn, bk),
+                f"mma.sync m16n8k16 + ldmatrix, {bm}x{bn}x{bk} tiles, {stages}-stage cp.async pipeline", arch)
+    if mma not in (2, 3):
+        raise Unsupported(f"gemm mma {mma}: use 1 (mma.sync), 2 or 3 (wgmma)")
+    if not sm90:
+        raise Unsupported(f"{uri} ({arch}) has no wgmma (sm_90 only); use mma 1")
+    inflight = mma - 2
+    if (bm, bn) not in WGMMA_TILES or bk != 32 or not 2 + inflight <= stages <= WGMMA_TILES[(bm, bn)]:
+        raise Unsupported(f"gemm tile {bm}x{bn}x{bk} with {stages} stages: the wgmma kernel takes tile_k 32, "
+                          f"(tile_m, tile_n): most stages {WGMMA_TILES}, and at least {2 + inflight} stages")
+    defines.update(WGMMA=1, INFLIGHT=inflight)
+    return (128 * (bm // 64), (bm, bn, bk),
+            (f"wgmma m64n{bn}k16 from swizzled shared memory, {bm}x{bn}x{bk} tiles, {stages}-stage cp.async "
+             f"pipeline, {inflight} wgmma group(s) in flight"), "sm_90a")
+
+
+def _micro(kernel: str, fmt: str, info: Any, options: dict[str, int] | None = None) -> MicroKernel:
     from halbench.compiler.backends.nvrtc import compile_cuda
     from halbench.compiler.codegen.micro_cuda import cuda_source
 
     output = "cubin" if fmt == "cuda-cubin-v1" else "ptx"
-    return micro_c(kernel, fmt, info, _MICRO, lambda k, arch, name: compile_cuda(
-        cuda_source(k), arch=arch, output=output, name=name))
+    return micro_c(kernel, fmt, info, _MICRO, lambda k, arch, name, defines: compile_cuda(
+        cuda_source(k, defines), arch=arch, output=output, name=name), options)
 
 
 BACKEND = CompilerBackend(
-    name="cuda", description="CUDA C -> cubin + PTX through NVRTC (WMMA on tensor cores)",
+    name="cuda", description="CUDA C -> cubin + PTX through NVRTC (WMMA and mma.sync on tensor cores)",
     drivers=("cuda",), formats=("cuda-cubin-v1", "cuda-ptx-v1"), generate=_generate,
     target_option="cuda-target", target_aliases=("iree-cuda-target", "iree-hal-cuda-llvm-target-arch"),
     default_target=_default_target,

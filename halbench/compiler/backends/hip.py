@@ -26,13 +26,13 @@ def _default_target() -> Any:
     return by_arch("gfx908")
 
 
-def _micro(kernel: str, fmt: str, info: Any) -> MicroKernel:
+def _micro(kernel: str, fmt: str, info: Any, options: dict[str, int] | None = None) -> MicroKernel:
     from halbench.compiler.backends.nvrtc import compile_hip
     from halbench.compiler.codegen.hip import HIP_HEADER
     from halbench.compiler.codegen.micro_cuda import hip_source
 
-    return micro_c(kernel, fmt, info, _MICRO, lambda k, arch, name: compile_hip(
-        hip_source(k, HIP_HEADER), arch=arch, name=name))
+    return micro_c(kernel, fmt, info, _MICRO, lambda k, arch, name, defines: compile_hip(
+        hip_source(k, HIP_HEADER, defines), arch=arch, name=name), options)
 
 
 BACKEND = CompilerBackend(

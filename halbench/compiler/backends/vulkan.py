@@ -9,7 +9,7 @@ from halbench.compiler.backends.micro import MICRO_ABI, MicroKernel
 from halbench.tools import SPIRV_VERSION
 
 _ABI_FORMATS = {"bda": "vulkan-spirv-bda-v1", "descriptors": "vulkan-spirv-descriptors-v1"}
-_MICRO = frozenset({"copy", "triad", "fma_f32", "fma_f16", "dot_int8", "matrix_f16", "noop"})
+_MICRO = frozenset({"copy", "triad", "fma_f32", "fma_f16", "dot_int8", "matrix_f16", "gemm_f16", "noop"})
 
 
 def _generate(d: Any, g: Any, target: Any, options: dict[str, str]) -> list[Any]:
@@ -24,20 +24,27 @@ def _default_target() -> Any:
     return GENERIC_VULKAN
 
 
-def _micro(kernel: str, fmt: str, info: Any) -> MicroKernel:
+def _micro(kernel: str, fmt: str, info: Any, options: dict[str, int] | None = None) -> MicroKernel:
     from halbench.compiler.backends.glslang import compile_glsl
-    from halbench.compiler.codegen.micro_glsl import glsl_source
+    from halbench.compiler.codegen.micro_glsl import OPTIONS, glsl_source
     from halbench.hal import EntryPoint, ExecutableBinary
 
     flags = info.features.flags
     if kernel not in _MICRO:
-        raise Unsupported(f"{kernel} has no Vulkan kernel here (bf16 cooperative matrix is measured "
-                          f"through CUDA)")
+        raise Unsupported(f"{kernel} has no Vulkan kernel here (bf16 matrix units are measured "
+                          f"through CUDA: glslang 13 has no bf16 cooperative matrix)")
     if kernel == "fma_f16" and not flags.get("shaderFloat16"):
         raise Unsupported(f"{info.uri} has no shaderFloat16")
     nbind, nconst, wg = MICRO_ABI[kernel]
-    defines: dict[str, int] = {}
+    defines: dict[str, int] = {**OPTIONS.get(kernel, {}), **{k.upper(): int(v) for k, v in (options or {}).items()}}
+    defines.pop("STAGES", None)  # the GEMM double-buffers through registers; stages is CUDA's cp.async depth
+    if defines.pop("MMA", 0) not in (0, 1):
+        raise Unsupported("gemm mma 2 / 3 (wgmma) are CUDA kernels; the Vulkan GEMM is cooperative matrix")
+    unknown = sorted(set(defines) - set(OPTIONS.get(kernel, {})))
+    if unknown:
+        raise Unsupported(f"the Vulkan {kernel} kernel takes no option {', '.join(unknown).lower()}")
     matrix = None
+    tile = None
     if kernel == "dot_int8":
         # OpSDot where the device has integer dot products, else the emulation (micro_glsl._DOT4).
         defines = {"DOT_NATIVE": int(bool(flags.get("shaderIntegerDotProduct")))}
@@ -51,6 +58,8 @@ def _micro(kernel: str, fmt: str, info: Any) -> MicroKernel:
         wg = sub * 4
         defines = {"MM": row.m, "NN": row.n, "KK": row.k, "WG": wg}
         matrix = (row.m, row.n, row.k, sub)
+    if kernel == "gemm_f16":
+        wg, tile = _gemm_shape(info, defines)
     abi = "bda" if fmt == "vulkan-spirv-bda-v1" else "descriptors"
     spirv = compile_glsl(glsl_source(kernel, abi, defines), defines, name=f"micro_{kernel}_{abi}")
     entry = EntryPoint("main", nbind, nconst, (wg, 1, 1))
@@ -59,7 +68,38 @@ def _micro(kernel: str, fmt: str, info: Any) -> MicroKernel:
         note = ("int8 dot products through OpSDot (SPV_KHR_integer_dot_product)" if defines["DOT_NATIVE"]
                 else f"int8 dot products emulated (unpack and multiply): {info.name} has no "
                      f"shaderIntegerDotProduct")
-    return MicroKernel(ExecutableBinary(fmt, spirv, (entry,), f"spirv{SPIRV_VERSION}"), wg, matrix, note)
+    if kernel == "gemm_f16":
+        note = (f"cooperative matrix 16x16x16, {tile[0]}x{tile[1]}x{tile[2]} tiles double-buffered in "
+                f"shared memory")
+    return MicroKernel(ExecutableBinary(fmt, spirv, (entry,), f"spirv{SPIRV_VERSION}"), wg, matrix, note, tile)
+
+
+def _gemm_shape(info: Any, defines: dict[str, int]) -> tuple[int, tuple[int, int, int]]:
+    """Workgroup size and (BM, BN, BK) of the cooperative-matrix GEMM; Unsupported where the
+    device has no f16 16x16x16 cooperative matrix or the tile does not fit."""
+    flags = info.features.flags
+    def has(c_type: str) -> bool:
+        return any(r.a_type in ("f16", "float16") and r.c_type in (c_type, "float" + c_type[1:])
+                   and r.scope == "subgroup" and (r.m, r.n, r.k) == (16, 16, 16)
+                   for r in info.features.cooperative_matrix)
+    if not (has("f32") and flags.get("cooperativeMatrix")):
+        raise Unsupported(f"{info.uri} has no f16 -> f32 16x16x16 cooperative matrix (GL_KHR_cooperative_matrix)")
+    if not has("f16"):
+        raise Unsupported(f"{info.uri} has no f16 16x16 cooperative-matrix accumulator to store C in f16")
+    bm, bn, bk = defines["BM"], defines["BN"], defines["BK"]
+    sub = info.limits.subgroup_size or 32
+    if bm % 64 or bn % 64 or not (64 <= bm <= 256 and 64 <= bn <= 256) or bk not in (16, 32):
+        raise Unsupported(f"gemm tile {bm}x{bn}x{bk}: tile_m and tile_n must be 64, 128, 192 or 256 and "
+                          f"tile_k 16 or 32")
+    wg = sub * (bm // 64) * (bn // 64)
+    shared = 2 * (bm + bn) * (bk // 8 + 1) * 16
+    limit = info.limits.max_shared_memory_bytes or 16384
+    if wg > (info.limits.max_workgroup_invocations or 1024) or shared > limit or (bm * bk // 8) % wg \
+            or (bn * bk // 8) % wg:
+        raise Unsupported(f"gemm tile {bm}x{bn}x{bk} needs {wg} invocations and {shared} bytes of shared "
+                          f"memory ({info.uri} allows {limit}); pick a smaller tile")
+    defines["SUB"] = sub
+    return wg, (bm, bn, bk)
 
 
 def _variant_targets(target: Any) -> list[tuple[str, str]]:

@@ -27,7 +27,7 @@ def _targets() -> tuple[Any, ...]:
         shared_memory_bytes=16 * KIB, fp16=False, aliases=("webgpu", "wgsl")),)
 
 
-def _micro(kernel: str, fmt: str, info: Any) -> MicroKernel:
+def _micro(kernel: str, fmt: str, info: Any, options: dict[str, int] | None = None) -> MicroKernel:
     from halbench.compiler.codegen.micro_wgsl import wgsl_source
     from halbench.hal import EntryPoint, ExecutableBinary
 
@@ -35,6 +35,9 @@ def _micro(kernel: str, fmt: str, info: Any) -> MicroKernel:
         raise Unsupported(f"{kernel} has no WGSL kernel (WGSL has no matrix units or integer dot products)")
     if kernel == "fma_f16" and not info.features.flags.get("shaderFloat16"):
         raise Unsupported(f"{info.uri} has no shader-f16")
+    opts = {k.upper(): int(v) for k, v in (options or {}).items()}
+    if kernel == "fma_f32" and (opts.get("CHAINS", 32), opts.get("VECTOR", 1)) not in ((32, 1), (32, 4)):
+        raise Unsupported("the WGSL fma-f32 kernel has 32 chains (8 vec4) only")
     nbind, nconst, wg = MICRO_ABI[kernel]
     entry = EntryPoint("main", nbind, nconst, (wg, 1, 1))
     return MicroKernel(ExecutableBinary(fmt, wgsl_source(kernel).encode(), (entry,), "wgsl"), wg)

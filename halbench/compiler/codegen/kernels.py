@@ -714,9 +714,19 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
            "TX": tiles.bn // tiles.tn, "TY": tiles.bm // tiles.tm, "WG": tiles.threads, "PAD": 4,
            "SPLIT": slices, "DEPTH": depth, "GX": gx, "GY": gy,
            "SB": len(c.d.values) + uses_extract(c.d), "PART": sp.counters if sp is not None else 0, **problem}
+    # Threads own runs of 4 rows / columns (cfg.runs) and read each run as one 16-byte shared
+    # load (VEC) where the tile allows; WGSL keeps scalar reads.
+    vec = cfg.runs and _vec_ok(c.L.name, tiles.tm, tiles.tn)
+    ctx["VEC"] = vec
     ctx["ROW"] = _owned(tiles.tm, tiles.bm, "ty", cfg.runs)
     ctx["COL"] = _owned(tiles.tn, tiles.bn, "tx", cfg.runs)
-    shared = [("float", "As", tiles.bk * (tiles.bm + 4)), ("float", "Bs", tiles.bk * (tiles.bn + 4))]
+    sa, sb = tiles.bk * (tiles.bm + 4), tiles.bk * (tiles.bn + 4)
+    if vec and c.L.name == "glsl":
+        shared = [("vec4", "As", sa // 4), ("vec4", "Bs", sb // 4)]
+    elif vec:
+        shared = [("__align__(16) float", "As", sa), ("__align__(16) float", "Bs", sb)]
+    else:
+        shared = [("float", "As", sa), ("float", "Bs", sb)]
     if slices > 1:
         shared.append(("int", "hb_last", 1))
     p = Plan("gemm.j2", ctx, (tiles.threads, 1, 1), (gx, gy, batch * slices), shared, helpers=helpers)
@@ -732,11 +742,18 @@ def _slices(k: int, split: int) -> tuple[int, int]:
     return -(-k // depth), depth
 
 
-def rule_config(t: Tuning, m: int, n: int, k: int, batch: int, slices: int) -> GemmConfig:
-    """The configuration the rules pick (tuning.gemm_tiles, split_k; runs of 4 on Vulkan, where
-    they measured faster on the H100, strided on CUDA and HIP)."""
+def _vec_ok(lang: str, tm: int, tn: int) -> bool:
+    """Whether runs of 4 can be read as 16-byte shared loads in ``lang`` (GLSL and CUDA C)."""
+    return lang in ("glsl", "cuda") and tm % 4 == 0 and tn % 4 == 0
+
+
+def rule_config(t: Tuning, lang: str, m: int, n: int, k: int, batch: int, slices: int) -> GemmConfig:
+    """The configuration the rules pick (tuning.gemm_tiles, split_k): runs of 4 wherever they
+    can be read as 16-byte shared loads, and always on Vulkan (measured faster on the H100);
+    strided elsewhere."""
     tiles = gemm_tiles(t, m, n, k, batch * slices)
-    return GemmConfig(tiles.bm, tiles.bn, tiles.bk, tiles.tm, tiles.tn, slices, t.api == "vulkan")
+    runs = _vec_ok(lang, tiles.tm, tiles.tn) or t.api == "vulkan"
+    return GemmConfig(tiles.bm, tiles.bn, tiles.bk, tiles.tm, tiles.tn, slices, runs)
 
 
 def gemm_config(c: _Ctx, t: Tuning, m: int, n: int, k: int, batch: int,
@@ -748,7 +765,7 @@ def gemm_config(c: _Ctx, t: Tuning, m: int, n: int, k: int, batch: int,
     tuned = dict(t.gemm_configs).get(key)
     if tuned is not None and tuned.problem(t, max_split) is None:
         return tuned, "tuned", key
-    return rule_config(t, m, n, k, batch, max_split), "rule", key
+    return rule_config(t, c.L.name, m, n, k, batch, max_split), "rule", key
 
 
 def _owned(t: int, b: int, var: str, contiguous: bool) -> list[str]:

@@ -15,10 +15,19 @@ typedef unsigned int uint;
 """
 
 SOURCES: dict[str, str] = {
+    # dst[i] = src[i] in tiles of 256 * UNROLL float4 per workgroup: each thread loads UNROLL
+    # 16-byte vectors (all in flight) before it stores them; the workgroups stride over the tiles.
+    # The host keeps n below 2^31, so no index overflows.
     "copy": r"""
 extern "C" __global__ void __launch_bounds__(256) micro(const float4* __restrict__ src, float4* __restrict__ dst, uint n) {
-  uint stride = gridDim.x * 256u;
-  for (uint i = blockIdx.x * 256u + threadIdx.x; i < n; i += stride) dst[i] = src[i];
+  const uint tile = 256u * UNROLL;
+  for (uint base = blockIdx.x * tile + threadIdx.x; base < n; base += gridDim.x * tile) {
+    float4 v[UNROLL];
+    #pragma unroll
+    for (int j = 0; j < UNROLL; j++) { uint i = base + j * 256u; if (i < n) v[j] = src[i]; }
+    #pragma unroll
+    for (int j = 0; j < UNROLL; j++) { uint i = base + j * 256u; if (i < n) dst[i] = v[j]; }
+  }
 }""",
     "triad": r"""
 extern "C" __global__ void __launch_bounds__(256) micro(float4* __restrict__ a, const float4* __restrict__ b, const float4* __restrict__ c, uint n, uint sbits) {
@@ -29,20 +38,25 @@ extern "C" __global__ void __launch_bounds__(256) micro(float4* __restrict__ a, 
     a[i] = make_float4(x.x + s * y.x, x.y + s * y.y, x.z + s * y.z, x.w + s * y.w);
   }
 }""",
+    # CHAINS independent FMA chains per thread (x = x * a + b, a an immediate, b one register);
+    # the loop body repeats UNROLL times (the host makes iters a multiple of UNROLL).
     "fma_f32": r"""
 extern "C" __global__ void __launch_bounds__(256) micro(float* out, uint iters) {
   uint gid = blockIdx.x * 256u + threadIdx.x;
   float a = 0.999f, b = (gid & 7u) * 1e-3f;
-  float x[32];
+  float x[CHAINS];
   #pragma unroll
-  for (int j = 0; j < 32; j++) x[j] = b + j;
-  for (uint i = 0; i < iters; i++) {
+  for (int j = 0; j < CHAINS; j++) x[j] = b + j;
+  for (uint i = 0; i < iters; i += UNROLL) {
     #pragma unroll
-    for (int j = 0; j < 32; j++) x[j] = fmaf(x[j], a, b);
+    for (int u = 0; u < UNROLL; u++) {
+      #pragma unroll
+      for (int j = 0; j < CHAINS; j++) x[j] = fmaf(x[j], a, b);
+    }
   }
   float s = 0.f;
   #pragma unroll
-  for (int j = 0; j < 32; j++) s += x[j];
+  for (int j = 0; j < CHAINS; j++) s += x[j];
   out[gid] = s;
 }""",
     "fma_f16": r"""
@@ -105,17 +119,279 @@ extern "C" __global__ void micro(uint* buf) {}""",
 }
 
 
+# C[M,N] = A[M,K] x B[N,K]^T: A and B row-major with K contiguous (B holds one output column per
+# row, like a Linear layer's weight), f32 accumulation, C rounded to the operand type. Blocks of
+# BM x BN (a grouped raster: 8 block rows share B tiles in L2), BK = 32, STAGES cp.async stages
+# in XOR-swizzled shared memory (static, at most 48 KiB), warps of 64 x 64 made of 4 x 8
+# mma.sync.m16n8k16 tiles whose operands come from ldmatrix. The host refuses shapes that are not
+# multiples of the tile; the kernel re-checks and writes nothing then, so it never reads or
+# writes outside the buffers.
+_GEMM_MMA = r"""
+#define BK 32
+#define WARPS_M (BM / 64)
+#define WARPS_N (BN / 64)
+#define THREADS (32 * WARPS_M * WARPS_N)
+#define MINBLOCKS (THREADS <= 128 ? 2 : 1)
+
+__device__ __forceinline__ uint smem_addr(const void* p) { return (uint)__cvta_generic_to_shared(p); }
+// offset in elements of 16-byte chunk c (0..3) of row r of a [rows][32] tile, XOR-swizzled so that
+// ldmatrix's eight row reads and cp.async's writes hit eight different bank groups
+__device__ __forceinline__ uint swz(uint r, uint c) { return r * 32u + ((c ^ ((r >> 1) & 3u)) << 3); }
+__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"(smem_addr(dst)), "l"(src));
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(N)); }
+__device__ __forceinline__ void ldsm_x4(uint* r, uint addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+__device__ __forceinline__ void mma16816(float* c, const uint* a, const uint* b) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." MMA_TYPE "." MMA_TYPE ".f32 "
+               "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+__device__ __forceinline__ void load_tile(T* sa, T* sb, const T* ag, const T* bg, uint K, uint k0, uint tid) {
+  #pragma unroll
+  for (uint j = 0; j < BM * 4 / THREADS; j++) {
+    uint i = tid + j * THREADS;
+    cp_async16(sa + swz(i >> 2, i & 3u), ag + (size_t)(i >> 2) * K + k0 + (i & 3u) * 8u);
+  }
+  #pragma unroll
+  for (uint j = 0; j < BN * 4 / THREADS; j++) {
+    uint i = tid + j * THREADS;
+    cp_async16(sb + swz(i >> 2, i & 3u), bg + (size_t)(i >> 2) * K + k0 + (i & 3u) * 8u);
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS, MINBLOCKS)
+micro(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, uint M, uint N, uint K) {
+  __shared__ __align__(128) T sA[STAGES][BM * BK];
+  __shared__ __align__(128) T sB[STAGES][BN * BK];
+  if (M % BM || N % BN || K % BK || K == 0) return;
+  uint tiles_m = M / BM, tiles_n = N / BN, pid = blockIdx.x;
+  if (pid >= tiles_m * tiles_n) return;
+  uint width = 8u * tiles_n, first = pid / width * 8u, gsz = min(tiles_m - first, 8u);
+  uint tm = first + (pid % width) % gsz, tn = (pid % width) / gsz;
+  const T* ag = A + (size_t)tm * BM * K;
+  const T* bg = B + (size_t)tn * BN * K;
+  uint tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
+  uint wm = warp / WARPS_N, wn = warp % WARPS_N;
+  float acc[4][8][4];
+  #pragma unroll
+  for (int i = 0; i < 4; i++)
+    #pragma unroll
+    for (int j = 0; j < 8; j++)
+      #pragma unroll
+      for (int e = 0; e < 4; e++) acc[i][j][e] = 0.f;
+  uint KT = K / BK;
+  #pragma unroll
+  for (uint s = 0; s < STAGES - 1; s++) {
+    if (s < KT) load_tile(sA[s], sB[s], ag, bg, K, s * BK, tid);
+    cp_commit();
+  }
+  for (uint kt = 0; kt < KT; kt++) {
+    cp_wait<STAGES - 2>();
+    __syncthreads();  // tile kt landed for every thread; stage (kt - 1) % STAGES is free again
+    uint nk = kt + STAGES - 1;
+    if (nk < KT) load_tile(sA[nk % STAGES], sB[nk % STAGES], ag, bg, K, nk * BK, tid);
+    cp_commit();
+    const T* sa = sA[kt % STAGES];
+    const T* sb = sB[kt % STAGES];
+    #pragma unroll
+    for (uint kk = 0; kk < 2; kk++) {
+      uint af[4][4], bf[8][2];
+      #pragma unroll
+      for (uint mi = 0; mi < 4; mi++)
+        ldsm_x4(af[mi], smem_addr(sa + swz(wm * 64u + mi * 16u + (lane & 15u), kk * 2u + (lane >> 4))));
+      #pragma unroll
+      for (uint nj = 0; nj < 4; nj++) {
+        uint t[4], mat = lane >> 3;
+        ldsm_x4(t, smem_addr(sb + swz(wn * 64u + nj * 16u + (mat >> 1) * 8u + (lane & 7u), kk * 2u + (mat & 1u))));
+        bf[2 * nj][0] = t[0]; bf[2 * nj][1] = t[1]; bf[2 * nj + 1][0] = t[2]; bf[2 * nj + 1][1] = t[3];
+      }
+      #pragma unroll
+      for (int mi = 0; mi < 4; mi++)
+        #pragma unroll
+        for (int ni = 0; ni < 8; ni++) mma16816(acc[mi][ni], af[mi], bf[ni]);
+    }
+  }
+  cp_wait<0>();
+  uint g = lane >> 2, q = lane & 3u;
+  #pragma unroll
+  for (uint mi = 0; mi < 4; mi++) {
+    size_t row = (size_t)tm * BM + wm * 64u + mi * 16u + g;
+    #pragma unroll
+    for (uint ni = 0; ni < 8; ni++) {
+      size_t col = (size_t)tn * BN + wn * 64u + ni * 8u + q * 2u;
+      *(T2*)(C + row * N + col) = PACK2(acc[mi][ni][0], acc[mi][ni][1]);
+      *(T2*)(C + (row + 8) * N + col) = PACK2(acc[mi][ni][2], acc[mi][ni][3]);
+    }
+  }
+}"""
+
+_GEMM_TYPES = {
+    "gemm_f16": "typedef __half T;\ntypedef __half2 T2;\n#define PACK2 __floats2half2_rn\n#define MMA_TYPE \"f16\"\n",
+    "gemm_bf16": "#include <cuda_bf16.h>\ntypedef __nv_bfloat16 T;\ntypedef __nv_bfloat162 T2;\n"
+                 "#define PACK2 __floats2bfloat162_rn\n#define MMA_TYPE \"bf16\"\n",
+}
+for _k, _t in _GEMM_TYPES.items():
+    SOURCES[_k] = _t + _GEMM_MMA
+
+# The same GEMM through Hopper's warpgroup MMA (sm_90a): BM / 64 warpgroups of 128 threads, each
+# computing a 64 x BN slab with wgmma.mma_async.m64nBNk16 (f32 accumulators in registers, A and B
+# read straight from shared memory through matrix descriptors). Tiles land by cp.async in the
+# layout wgmma's 64-byte swizzle expects (rows of BK = 32 elements = 64 bytes, 16-byte chunk c of
+# row r at chunk c ^ ((r >> 1) & 3), 512-byte aligned atoms of 8 rows: the same XOR as swz()).
+# INFLIGHT (0 or 1) wgmma groups stay in flight across k tiles; the cp.async prefetch then runs
+# STAGES - 1 - INFLIGHT tiles ahead. Shapes not multiples of the tile write nothing.
+_GEMM_WGMMA = r"""
+#define BK 32
+#define NWG (BM / 64)
+#define THREADS (128 * NWG)
+#define NACC (BN / 2)
+#define AHEAD (STAGES - 1 - INFLIGHT)
+
+__device__ __forceinline__ uint smem_addr(const void* p) { return (uint)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ uint swz(uint r, uint c) { return r * 32u + ((c ^ ((r >> 1) & 3u)) << 3); }
+__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"(smem_addr(dst)), "l"(src));
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory"); }
+// K-major operand, 64-byte swizzle (mode 2 in bits 62-63), 8-row groups 512 bytes apart (SBO),
+// leading offset unused for swizzled K-major layouts (1, as CUTLASS sets it)
+__device__ __forceinline__ unsigned long long wg_desc(const void* p) {
+  unsigned long long a = smem_addr(p);
+  return ((a & 0x3FFFFull) >> 4) | (1ull << 16) | ((512ull >> 4) << 32) | (2ull << 62);
+}
+__device__ __forceinline__ void load_tile(T* sa, T* sb, const T* ag, const T* bg, uint K, uint k0, uint tid) {
+  #pragma unroll
+  for (uint j = 0; j < BM * 4 / THREADS; j++) {
+    uint i = tid + j * THREADS;
+    cp_async16(sa + swz(i >> 2, i & 3u), ag + (size_t)(i >> 2) * K + k0 + (i & 3u) * 8u);
+  }
+  #pragma unroll
+  for (uint j = 0; j < BN * 4 / THREADS; j++) {
+    uint i = tid + j * THREADS;
+    cp_async16(sb + swz(i >> 2, i & 3u), bg + (size_t)(i >> 2) * K + k0 + (i & 3u) * 8u);
+  }
+}
+__device__ __forceinline__ void wgmma(float* d, unsigned long long da, unsigned long long db, uint acc) {
+  WGMMA_ASM
+}
+// keeps the compiler from moving accumulators between wgmma issue and wait (CUTLASS's
+// warpgroup_fence_operand)
+__device__ __forceinline__ void fence_acc(float* d) {
+  #pragma unroll
+  for (int i = 0; i < NACC; i++) asm volatile("" : "+f"(d[i]) :: "memory");
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS, 1)
+micro(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, uint M, uint N, uint K) {
+  __shared__ __align__(1024) T sA[STAGES][BM * BK];
+  __shared__ __align__(1024) T sB[STAGES][BN * BK];
+  if (M % BM || N % BN || K % BK || K == 0) return;
+  uint tiles_m = M / BM, tiles_n = N / BN, pid = blockIdx.x;
+  if (pid >= tiles_m * tiles_n) return;
+  uint width = 8u * tiles_n, first = pid / width * 8u, gsz = min(tiles_m - first, 8u);
+  uint tm = first + (pid % width) % gsz, tn = (pid % width) / gsz;
+  const T* ag = A + (size_t)tm * BM * K;
+  const T* bg = B + (size_t)tn * BN * K;
+  uint tid = threadIdx.x, wg = tid >> 7, lane = tid & 31u, wq = (tid >> 5) & 3u;
+  float d[NACC];  // the first wgmma ignores it (scale-d 0): no zeroing inside the wgmma pipeline
+  uint KT = K / BK;
+  #pragma unroll
+  for (uint s = 0; s < AHEAD; s++) {
+    if (s < KT) load_tile(sA[s], sB[s], ag, bg, K, s * BK, tid);
+    cp_commit();
+  }
+  for (uint kt = 0; kt < KT; kt++) {
+    cp_wait<AHEAD - 1>();
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // cp.async data -> wgmma's proxy
+    __syncthreads();  // tile kt is in; every warpgroup finished its wgmma of tile kt - 1 - INFLIGHT
+    uint nk = kt + AHEAD;
+    if (nk < KT) load_tile(sA[nk % STAGES], sB[nk % STAGES], ag, bg, K, nk * BK, tid);
+    cp_commit();
+    const T* sa = sA[kt % STAGES] + wg * 64u * BK;
+    const T* sb = sB[kt % STAGES];
+    fence_acc(d);
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+    #pragma unroll
+    for (uint kk = 0; kk < BK / 16; kk++) wgmma(d, wg_desc(sa + kk * 16u), wg_desc(sb + kk * 16u), kt | kk);
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+    fence_acc(d);
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(INFLIGHT) : "memory");
+    fence_acc(d);
+  }
+  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+  fence_acc(d);
+  cp_wait<0>();
+  uint g = lane >> 2, q = lane & 3u;
+  size_t row = (size_t)tm * BM + wg * 64u + wq * 16u + g;
+  #pragma unroll
+  for (uint j = 0; j < BN / 8; j++) {
+    size_t col = (size_t)tn * BN + j * 8u + q * 2u;
+    *(T2*)(C + row * N + col) = PACK2(d[4 * j], d[4 * j + 1]);
+    *(T2*)(C + (row + 8) * N + col) = PACK2(d[4 * j + 2], d[4 * j + 3]);
+  }
+}"""
+
+
+def _wgmma_asm(bn: int, mma_type: str) -> str:
+    """The inline PTX of one wgmma.mma_async.m64n{bn}k16 with bn / 2 f32 accumulators."""
+    n = bn // 2
+    regs = ", ".join(f"%{i}" for i in range(n))
+    outs = ", ".join(f'"+f"(d[{i}])' for i in range(n))
+    return (f'asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{n + 2}, 0;\\n"\n'
+            f'    "wgmma.mma_async.sync.aligned.m64n{bn}k16.f32.{mma_type}.{mma_type} "\n'
+            f'    "{{{regs}}}, %{n}, %{n + 1}, p, 1, 1, 0, 0;\\n}}\\n"\n'
+            f'    : {outs}\n    : "l"(da), "l"(db), "r"(acc) : "memory");')
+
+
+def gemm_wgmma_source(kernel: str, bn: int) -> str:
+    """The wgmma GEMM (sm_90a) for ``gemm_f16`` / ``gemm_bf16`` with N tile ``bn``."""
+    mma_type = "bf16" if kernel == "gemm_bf16" else "f16"
+    return _GEMM_TYPES[kernel] + _GEMM_WGMMA.replace("WGMMA_ASM", _wgmma_asm(bn, mma_type))
+
+
+#: the kernel-shaping options of each kernel and their defaults (become #defines)
+OPTIONS: dict[str, dict[str, int]] = {
+    "copy": {"UNROLL": 4},
+    "fma_f32": {"CHAINS": 32, "UNROLL": 4},
+    "gemm_f16": {"BM": 128, "BN": 128, "STAGES": 3, "WGMMA": 0, "INFLIGHT": 0},
+    "gemm_bf16": {"BM": 128, "BN": 128, "STAGES": 3, "WGMMA": 0, "INFLIGHT": 0},
+}
+
+#: tiles the wgmma kernel takes: (BM, BN) -> most stages in 48 KiB of static shared memory
+WGMMA_TILES = {(128, 128): 3, (64, 256): 2, (128, 256): 2, (64, 128): 4, (192, 128): 2, (256, 128): 2}
+
+#: gemm tiles the mma.sync kernel takes: (BM, BN) -> most stages in 48 KiB of static shared memory
+GEMM_TILES = {(128, 128): 3, (128, 256): 2, (256, 128): 2, (64, 128): 4, (128, 64): 4, (64, 64): 6}
+
+
 # The bf16 kernel is the f16 one with the operand type swapped.
 SOURCES["matrix_bf16"] = "#include <cuda_bf16.h>\n" + SOURCES["matrix_f16"].replace("__half", "__nv_bfloat16")
 
 
-def cuda_source(kernel: str) -> str:
-    return _HEAD + SOURCES[kernel] + "\n"
+def _defines(kernel: str, options: dict[str, int] | None) -> str:
+    vals = {**OPTIONS.get(kernel, {}), **{k.upper(): int(v) for k, v in (options or {}).items()}}
+    return "".join(f"#define {k} {v}\n" for k, v in sorted(vals.items()))
 
 
-def hip_source(kernel: str, header: str) -> str:
+def cuda_source(kernel: str, options: dict[str, int] | None = None) -> str:
+    """The CUDA C of ``kernel`` with its options (OPTIONS) as #defines (``WGMMA`` 1 picks the
+    sm_90a warpgroup-MMA GEMM)."""
+    body = SOURCES[kernel]
+    if kernel.startswith("gemm_") and (options or {}).get("WGMMA"):
+        body = gemm_wgmma_source(kernel, int(options["BN"]))
+    return _HEAD + _defines(kernel, options) + body + "\n"
+
+
+def hip_source(kernel: str, header: str, options: dict[str, int] | None = None) -> str:
     """The same kernel for hipRTC: HIP's header instead of CUDA's (no WMMA: matrix kernels
     have no HIP version)."""
-    if kernel.startswith("matrix_"):
+    if kernel.startswith(("matrix_", "gemm_")):
         raise KeyError(kernel)
-    return header + "\ntypedef unsigned int uint;\n" + SOURCES[kernel] + "\n"
+    return header + "\ntypedef unsigned int uint;\n" + _defines(kernel, options) + SOURCES[kernel] + "\n"

@@ -27,13 +27,19 @@ _COMMON = """
 
 # Kernel bodies use ELEM(i) accessors declared per ABI by _bufs().
 _BODIES: dict[str, str] = {
-    # dst[i] = src[i], vec4 grid-stride loop: constants n_vec4
+    # dst[i] = src[i] in tiles of 256 * UNROLL vec4 per workgroup: each invocation loads UNROLL
+    # 16-byte vectors before it stores them; workgroups stride over the tiles (n < 2^31: the host).
     "copy": """
+#extension GL_EXT_control_flow_attributes : require
 layout(local_size_x = 256) in;
 void main() {
   uint n = CONST(0);
-  uint stride = gl_NumWorkGroups.x * 256u;
-  for (uint i = gl_GlobalInvocationID.x; i < n; i += stride) { B1(i) = B0(i); }
+  const uint tile = 256u * UNROLL;
+  for (uint base = gl_WorkGroupID.x * tile + gl_LocalInvocationID.x; base < n; base += gl_NumWorkGroups.x * tile) {
+    vec4 v[UNROLL];
+    [[unroll]] for (uint j = 0u; j < UNROLL; j++) { uint i = base + j * 256u; if (i < n) v[j] = B0(i); }
+    [[unroll]] for (uint j = 0u; j < UNROLL; j++) { uint i = base + j * 256u; if (i < n) B1(i) = v[j]; }
+  }
 }""",
     # a[i] = b[i] + s * c[i]: constants n_vec4, float bits of s
     "triad": """
@@ -44,20 +50,25 @@ void main() {
   uint stride = gl_NumWorkGroups.x * 256u;
   for (uint i = gl_GlobalInvocationID.x; i < n; i += stride) { B0(i) = B1(i) + s * B2(i); }
 }""",
-    # 8 independent vec4 FMA chains per thread: constants iterations; out[gid] = sum
+    # VECTOR == 4: CHAINS / 4 vec4 chains with a different a and b per component (the kernel
+    # measured at 28.5 TFLOP/s on the H100); else CHAINS scalar chains x = fma(x, a, b) with a a
+    # constant and b one register, as in the CUDA kernel. The loop body repeats UNROLL times
+    # (the host makes iters a multiple of UNROLL). constants: iterations; out[gid] = sum
     "fma_f32": """
 layout(local_size_x = 256) in;
 void main() {
   uint iters = CONST(0);
   float seed = float(gl_GlobalInvocationID.x & 7u) * 1e-3;
+#if VECTOR == 4
   vec4 a = vec4(0.999, 0.998, 0.997, 0.996), b = vec4(seed, 1e-3, 2e-3, 3e-3);
-  vec4 x0 = b, x1 = b + 1.0, x2 = b + 2.0, x3 = b + 3.0, x4 = b + 4.0, x5 = b + 5.0, x6 = b + 6.0, x7 = b + 7.0;
-  for (uint i = 0u; i < iters; i++) {
-    x0 = fma(x0, a, b); x1 = fma(x1, a, b); x2 = fma(x2, a, b); x3 = fma(x3, a, b);
-    x4 = fma(x4, a, b); x5 = fma(x5, a, b); x6 = fma(x6, a, b); x7 = fma(x7, a, b);
+#else
+  const float a = 0.999; float b = seed;
+#endif
+  DECLARE_CHAINS
+  for (uint i = 0u; i < iters; i += UNROLL) {
+    STEP_CHAINS
   }
-  vec4 s = x0 + x1 + x2 + x3 + x4 + x5 + x6 + x7;
-  B0(gl_GlobalInvocationID.x) = s.x + s.y + s.z + s.w;
+  SUM_CHAINS
 }""",
     "fma_f16": """
 layout(local_size_x = 256) in;
@@ -96,6 +107,83 @@ void main() {
   for (int k = 0; k < C0.length(); k++) { C0[k] = C0[k] + C1[k] + C2[k] + C3[k]; }
   uint sg = gl_WorkGroupID.x * (WG / gl_SubgroupSize) + gl_SubgroupID;
   STORE_C;
+}""",
+    # C[M,N] = A[M,K] x B[N,K]^T (B holds one output column per row), f16 operands, f32
+    # accumulation, C in f16: blocks of BM x BN, BK of 16 or 32, subgroups of 64 x 64 made of
+    # 4 x 4 cooperative matrices of 16 x 16 x 16. Tiles are staged through shared memory (rows
+    # padded by 16 bytes against bank conflicts), double-buffered: the next tile is loaded into
+    # registers while the subgroups multiply the current one. A grouped raster lets 8 block rows
+    # share B tiles in L2. The host refuses shapes that are not multiples of the tile; the kernel
+    # re-checks and writes nothing then. constants: M, N, K
+    "gemm_f16": """
+#extension GL_KHR_cooperative_matrix : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_EXT_control_flow_attributes : require
+#define SG_M (BM / 64)
+#define SG_N (BN / 64)
+#define WG (SUB * SG_M * SG_N)
+#define CH (BK / 8)
+#define LDS (CH + 1)
+#define LOADS_A (BM * CH / WG)
+#define LOADS_B (BN * CH / WG)
+layout(local_size_x = WG) in;
+shared uvec4 sA[2 * BM * LDS];
+shared uvec4 sB[2 * BN * LDS];
+void main() {
+  uint M = CONST(0), N = CONST(1), K = CONST(2);
+  if (M % BM != 0u || N % BN != 0u || K % BK != 0u || K == 0u) return;
+  uint tiles_m = M / BM, tiles_n = N / BN, pid = gl_WorkGroupID.x;
+  if (pid >= tiles_m * tiles_n) return;
+  uint width = 8u * tiles_n, first = pid / width * 8u, gsz = min(tiles_m - first, 8u);
+  uint tm = first + (pid % width) % gsz, tn = (pid % width) / gsz;
+  uint tid = gl_LocalInvocationID.x, wm = gl_SubgroupID / SG_N, wn = gl_SubgroupID % SG_N;
+  uint kv = K / 8u;  // row length in uvec4
+  uint a0 = tm * BM * kv, b0 = tn * BN * kv;
+  coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> acc[4][4];
+  [[unroll]] for (uint i = 0u; i < 4u; i++)
+    [[unroll]] for (uint j = 0u; j < 4u; j++) acc[i][j] = coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(0.0);
+  uvec4 ra[LOADS_A], rb[LOADS_B];
+  uint KT = K / BK;
+  [[unroll]] for (uint j = 0u; j < LOADS_A; j++) { uint i = tid + j * WG; ra[j] = B0(a0 + (i / CH) * kv + i % CH); }
+  [[unroll]] for (uint j = 0u; j < LOADS_B; j++) { uint i = tid + j * WG; rb[j] = B1(b0 + (i / CH) * kv + i % CH); }
+  [[unroll]] for (uint j = 0u; j < LOADS_A; j++) { uint i = tid + j * WG; sA[(i / CH) * LDS + i % CH] = ra[j]; }
+  [[unroll]] for (uint j = 0u; j < LOADS_B; j++) { uint i = tid + j * WG; sB[(i / CH) * LDS + i % CH] = rb[j]; }
+  barrier();
+  for (uint kt = 0u; kt < KT; kt++) {
+    uint cur = kt & 1u;
+    bool more = kt + 1u < KT;
+    if (more) {
+      uint k0 = (kt + 1u) * CH;
+      [[unroll]] for (uint j = 0u; j < LOADS_A; j++) { uint i = tid + j * WG; ra[j] = B0(a0 + (i / CH) * kv + k0 + i % CH); }
+      [[unroll]] for (uint j = 0u; j < LOADS_B; j++) { uint i = tid + j * WG; rb[j] = B1(b0 + (i / CH) * kv + k0 + i % CH); }
+    }
+    uint oa = cur * BM * LDS + wm * 64u * LDS, ob = cur * BN * LDS + wn * 64u * LDS;
+    [[unroll]] for (uint kk = 0u; kk < BK / 16u; kk++) {
+      coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> fa[4];
+      coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> fb[4];
+      [[unroll]] for (uint i = 0u; i < 4u; i++)
+        coopMatLoad(fa[i], sA, oa + i * 16u * LDS + kk * 2u, LDS, gl_CooperativeMatrixLayoutRowMajor);
+      [[unroll]] for (uint j = 0u; j < 4u; j++)
+        coopMatLoad(fb[j], sB, ob + j * 16u * LDS + kk * 2u, LDS, gl_CooperativeMatrixLayoutColumnMajor);
+      [[unroll]] for (uint i = 0u; i < 4u; i++)
+        [[unroll]] for (uint j = 0u; j < 4u; j++) acc[i][j] = coopMatMulAdd(fa[i], fb[j], acc[i][j]);
+    }
+    if (more) {
+      uint nxt = (cur ^ 1u);
+      [[unroll]] for (uint j = 0u; j < LOADS_A; j++) { uint i = tid + j * WG; sA[nxt * BM * LDS + (i / CH) * LDS + i % CH] = ra[j]; }
+      [[unroll]] for (uint j = 0u; j < LOADS_B; j++) { uint i = tid + j * WG; sB[nxt * BN * LDS + (i / CH) * LDS + i % CH] = rb[j]; }
+    }
+    barrier();
+  }
+  [[unroll]] for (uint i = 0u; i < 4u; i++) {
+    uint row = tm * BM + wm * 64u + i * 16u;
+    [[unroll]] for (uint j = 0u; j < 4u; j++) {
+      coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> h =
+          coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(acc[i][j]);
+      coopMatStore(h, P2, row * N + tn * BN + wn * 64u + j * 16u, N, gl_CooperativeMatrixLayoutRowMajor);
+    }
+  }
 }""",
     # The CUDA kernel's 16 chains x[j] += dot4(x[j], b), through hb_dot4 (_DOT4: native OpSDot or
     # the unpack-and-multiply emulation).
@@ -148,13 +236,21 @@ _BINDINGS: dict[str, tuple[str, ...]] = {
     "fma_f16": ("float",),
     "matrix_f16": ("float16_t", "float"),
     "dot_int8": ("float",),
+    "gemm_f16": ("uvec4", "uvec4", "float16_t"),
     "noop": ("uint",),
 }
 
 
 #: number of uint32 constants per kernel (the push-constant range must match exactly)
 CONSTANTS: dict[str, int] = {"copy": 1, "triad": 2, "fma_f32": 1, "fma_f16": 1, "matrix_f16": 1,
-                             "dot_int8": 1, "noop": 0}
+                             "dot_int8": 1, "gemm_f16": 3, "noop": 0}
+
+#: the kernel-shaping options (#defines) of each kernel and their defaults
+OPTIONS: dict[str, dict[str, int]] = {
+    "copy": {"UNROLL": 4},
+    "fma_f32": {"CHAINS": 32, "UNROLL": 4, "VECTOR": 1},
+    "gemm_f16": {"BM": 128, "BN": 128, "BK": 32},
+}
 
 
 def _push(kernel: str, abi: str) -> str:
@@ -189,6 +285,16 @@ def glsl_source(kernel: str, abi: str, defines: dict[str, int] | None = None) ->
         body = (body.replace("LOAD_A", f"coopMatLoad(A, P0, 0, {k}, gl_CooperativeMatrixLayoutRowMajor)")
                     .replace("LOAD_B", f"coopMatLoad(Bm, P0, {m * k}, {n}, gl_CooperativeMatrixLayoutRowMajor)")
                     .replace("STORE_C", f"coopMatStore(C0, P1, sg * {m * n}, {n}, gl_CooperativeMatrixLayoutRowMajor)"))
+    if kernel == "fma_f32":
+        d = {**OPTIONS["fma_f32"], **(defines or {})}
+        vec, chains, unroll = d["VECTOR"], d["CHAINS"], d["UNROLL"]
+        t = "vec4" if vec == 4 else "float"
+        n = range(chains // vec)
+        body = (body.replace("DECLARE_CHAINS", " ".join(f"{t} x{j} = b + {float(j)};" for j in n))
+                    .replace("STEP_CHAINS", "\n    ".join(" ".join(f"x{j} = fma(x{j}, a, b);" for j in n)
+                                                         for _ in range(unroll)))
+                    .replace("SUM_CHAINS", f"{t} s = {' + '.join(f'x{j}' for j in n)};\n  B0(gl_GlobalInvocationID.x) = "
+                             + ("s.x + s.y + s.z + s.w;" if vec == 4 else "s;")))
     if kernel == "dot_int8":
         n = range(_CHAINS)
         body = (_DOT4[bool((defines or {}).get("DOT_NATIVE"))] + body)

@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""Device-peaks variants on the GPU in one call: which copy, FMA and GEMM kernel is best.
+
+For each device (cuda://, vulkan:// by default) it runs every variant of the micro kernels the
+device-peaks suite uses (bandwidth-copy unroll x grid, fma-f32 chains x unroll and the old vec4
+GLSL kernel, gemm-f16 / gemm-bf16 tiles), checks each one's output, and prints one table:
+TB/s or TFLOP/s (median of the device-timed samples) against the bars of issue #12 (copy
+2.9 TB/s; f32 FMA 60 TFLOP/s; f16 GEMM 550 through CUDA, 450 through Vulkan). It stops
+starting variants when --budget seconds are spent, so the call stays within the device time.
+
+Usage (on the GPU machine, after ``source .gpus/setup.sh``):
+    python3 scripts/gpu_peaks.py [--budget 240] [--quick] [--out FILE.json] [DEVICE ...]
+Exit status 0 when every variant that ran passed its check.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+GIB = 1 << 30
+BARS = {("bandwidth-copy", "cuda"): 2.9, ("bandwidth-copy", "vulkan"): 2.9,
+        ("fma-f32", "cuda"): 60.0, ("fma-f32", "vulkan"): 60.0,
+        ("gemm-f16", "cuda"): 550.0, ("gemm-f16", "vulkan"): 450.0,
+        ("gemm-bf16", "cuda"): 550.0}
+
+
+def variants(api: str, quick: bool) -> list[tuple[str, dict]]:
+    out: list[tuple[str, dict]] = []
+    # unroll 1 with a 65535 cap is the old kernel (one vec4 per thread, grid-stride)
+    for unroll in (1, 2, 4, 8):
+        for wgs in ((65535,) if quick else (4224, 65535)):
+            out.append(("bandwidth-copy", {"bytes": GIB, "unroll": unroll, "workgroups": wgs}))
+    fma = {"workgroups": 8192, "iters": 4096}
+    for chains in (16, 32, 64):
+        for unroll in (1, 4):
+            out.append(("fma-f32", {**fma, "chains": chains, "unroll": unroll}))
+    if api == "vulkan":
+        out.append(("fma-f32", {**fma, "chains": 32, "unroll": 1, "vector": 4}))  # the old kernel
+        out.append(("fma-f32", {**fma, "chains": 32, "unroll": 4, "vector": 4}))  # old, unrolled
+    g = {"m": 4096, "n": 4096, "k": 4096}
+    if api == "cuda":
+        # (tile_m, tile_n, stages, mma): mma 1 = mma.sync, 2 / 3 = wgmma with 0 / 1 groups in flight
+        # The wgmma kernels run last: they have not run on a GPU before, and a fault poisons the
+        # CUDA context for whatever follows.
+        sync = [(128, 128, 3, 1), (128, 128, 2, 1), (128, 256, 2, 1), (256, 128, 2, 1), (64, 128, 4, 1)]
+        wg = [(128, 128, 3, 3), (128, 128, 3, 2), (128, 256, 2, 2), (64, 256, 2, 2), (256, 128, 2, 2),
+              (192, 128, 2, 2), (64, 128, 4, 3)]
+        if quick:
+            sync, wg = sync[:1], wg[:4]
+        todo = [("gemm-f16", t) for t in sync] + [("gemm-bf16", sync[0])]
+        todo += [("gemm-f16", t) for t in wg] + [("gemm-bf16", t) for t in wg[:1]]
+        for kind, (bm, bn, st, mma) in todo:
+            out.append((kind, {**g, "tile_m": bm, "tile_n": bn, "tile_k": 32, "stages": st, "mma": mma}))
+    else:
+        tiles = [(128, 128, 32), (128, 128, 16), (128, 256, 16), (256, 128, 16), (64, 128, 32),
+                 (128, 64, 32), (64, 64, 32)]
+        for bm, bn, bk in tiles[:3] if quick else tiles:
+            out.append(("gemm-f16", {**g, "tile_m": bm, "tile_n": bn, "tile_k": bk}))
+    return out
+
+
+def measure(mb, min_time_s: float = 0.25, max_samples: int = 50) -> float:
+    """Median device time in ms over samples taken for about min_time_s (after 2 warm-ups)."""
+    for _ in range(2):
+        mb.run()
+    times: list[float] = []
+    t0 = time.perf_counter()
+    while len(times) < 5 or (time.perf_counter() - t0 < min_time_s and len(times) < max_samples):
+        times.append(mb.run().device_ms)
+    return statistics.median(times)
+
+
+def label(kind: str, p: dict) -> str:
+    if kind == "bandwidth-copy":
+        return f"unroll {p['unroll']}, grid<={p['workgroups']}"
+    if kind == "fma-f32":
+        return f"chains {p['chains']}, unroll {p['unroll']}" + (", vec4 (old)" if p.get("vector") == 4 else "")
+    mma = {1: "mma.sync", 2: "wgmma", 3: "wgmma+1 in flight"}.get(p.get("mma", 0), "coopmat")
+    return f"{mma} {p['tile_m']}x{p['tile_n']}x{p['tile_k']}" + (f", {p['stages']} st" if "stages" in p else "")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("devices", nargs="*", default=["vulkan://", "cuda://"])
+    ap.add_argument("--budget", type=float, default=240.0, help="seconds after which no variant starts")
+    ap.add_argument("--quick", action="store_true", help="fewer variants")
+    ap.add_argument("--out", type=Path, help="also write the rows as JSON here")
+    args = ap.parse_args()
+
+    import halbench
+    from halbench.bench.micro import Unsupported, prepare_micro
+    from halbench.errors import HalbenchError
+
+    start = time.perf_counter()
+    rows: list[dict] = []
+    failed = False
+    for uri in args.devices:
+        api = uri.partition("://")[0]
+        try:
+            dev = halbench.create_device(uri)
+        except HalbenchError as e:
+            print(f"{uri}: unavailable: {e}", flush=True)
+            continue
+        print(f"{uri}: {dev.info.name}", flush=True)
+        try:
+            for kind, p in variants(api, args.quick):
+                row = {"device": uri, "kind": kind, "variant": label(kind, p), "params": p}
+                if time.perf_counter() - start > args.budget:
+                    row.update(status="not run (budget)")
+                    rows.append(row)
+                    continue
+                try:
+                    mb = prepare_micro(kind, dev, p)
+                except Unsupported as e:
+                    row.update(status=f"skipped: {e}")
+                    rows.append(row)
+                    print(f"  {kind:15s} {row['variant']:36s} {row['status']}", flush=True)
+                    continue
+                except HalbenchError as e:
+                    row.update(status=f"error: {e}")
+                    rows.append(row)
+                    failed = True
+                    print(f"  {kind:15s} {row['variant']:36s} {row['status']}", flush=True)
+                    continue
+                try:
+                    ms = measure(mb)
+                    chk = mb.check()
+                    unit, scale = ("TB/s", 1e12) if "bytes" in mb.metrics else ("TFLOP/s", 1e12)
+                    value = next(iter(mb.metrics.values())) / (ms * 1e-3) / scale
+                    ok = bool(chk.get("passed"))
+                    failed |= not ok
+                    row.update(status="ok" if ok else f"WRONG ({chk.get('max_abs_error')} > {chk.get('tolerance')})",
+                               ms=ms, value=value, unit=unit, note=chk.get("note", ""))
+                    print(f"  {kind:15s} {row['variant']:36s} {value:9.2f} {unit:8s} {ms:9.3f} ms  "
+                          f"{row['status']}", flush=True)
+                except HalbenchError as e:
+                    row.update(status=f"error: {e}")
+                    failed = True
+                    print(f"  {kind:15s} {row['variant']:36s} {row['status']}", flush=True)
+                finally:
+                    mb.close()
+                rows.append(row)
+        finally:
+            dev.close()
+
+    print("\n| device | kind | variant | rate | bar | meets | check |")
+    print("|---|---|---|---|---|---|---|")
+    best: dict[tuple[str, str], dict] = {}
+    for r in rows:
+        api = r["device"].partition("://")[0]
+        bar = BARS.get((r["kind"], api))
+        if "value" in r:
+            meets = "yes" if bar is not None and r["value"] >= bar else "no"
+            print(f"| {r['device']} | {r['kind']} | {r['variant']} | {r['value']:.2f} {r['unit']} | "
+                  f"{bar if bar is not None else '-'} | {meets} | {r['status']} |")
+            key = (r["device"], r["kind"])
+            if r["status"] == "ok" and (key not in best or r["value"] > best[key]["value"]):
+                best[key] = r
+        else:
+            print(f"| {r['device']} | {r['kind']} | {r['variant']} | - | {bar or '-'} | - | {r['status']} |")
+    print("\nbest per device and kind (must-show bars of issue #12):")
+    for (uri, kind), r in sorted(best.items()):
+        bar = BARS.get((kind, uri.partition("://")[0]))
+        verdict = "" if bar is None else ("MEETS" if r["value"] >= bar else "BELOW") + f" the {bar} bar"
+        print(f"  {uri:10s} {kind:15s} {r['value']:8.2f} {r['unit']:8s} {r['variant']:36s} {verdict}")
+    print(f"\n{time.perf_counter() - start:.0f} s")
+    if args.out:
+        args.out.write_text(json.dumps(rows, indent=1))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
