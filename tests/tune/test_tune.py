@@ -248,3 +248,30 @@ def test_a_missing_cache_named_explicitly_is_an_error(tmp_path: Path) -> None:
     r = run("compile", str(_mlp_file(tmp_path)), "-o", str(tmp_path / "m.hbx"), "--target-device", "vulkan",
             "--tuning-cache", str(tmp_path / "nope"))
     assert r.exit_code == 1 and "does not exist" in r.output and "\n" not in r.output.strip(), r.output
+
+
+@pytest.mark.parametrize("runs", [False, True])
+def test_a_configuration_reaches_the_generated_kernel(tmp_path: Path, runs: bool) -> None:
+    """The tuned tile, depth and ownership are what the GLSL says (16-byte shared loads follow
+    the runs), and the kernel still computes the product on lavapipe."""
+    import halbench
+
+    p = _square()
+    key = problem_key(p.model_dump())
+    cfg = GemmConfig(64, 32, 8, 4, 4, 1, runs)
+    path, gemm, err = _compile(p, key, "vulkan", "llvmpipe", None, cfg, "descriptors", tmp_path / "c.hbx")
+    assert err is None and gemm["config"] == cfg.to_dict()
+    import dataclasses
+
+    from halbench.compiler.codegen.glsl import glsl_sources
+    from halbench.compiler.pipeline import run_pipeline
+    from halbench.compiler.targets import resolve_target
+    g = run_pipeline(build_graph(p))
+    t = dataclasses.replace(resolve_target("vulkan", "llvmpipe"), gemm_configs=((key, cfg),))
+    src = glsl_sources(g.ops[0], g, t, abis=("descriptors",))[1]["descriptors"]
+    assert "local_size_x = 128" in src and ("shared vec4 As" in src) == runs
+    uri = device_or_skip("vulkan://")
+    a, b = (RNG.uniform(-1, 1, (96, 96)).astype(np.float32) for _ in range(2))
+    with halbench.create_device(uri) as dev:
+        ns, err = measure_bundle(dev, path, [a, b], reference(p, a, b).astype(np.float64), samples=1, warmup=0)
+    assert err is None and ns > 0
