@@ -533,10 +533,15 @@ def _ignored_rocm_flag(ctx: click.Context, param: click.Parameter, value: str | 
                    "takes as inputs (a Reshape's shape, a Reduce's axes). Values as run-module --input.")
 @click.option("--dump-after", default=None, metavar="PASS", help="Print the IR after PASS (or all).")
 @click.option("--statistics", is_flag=True, help="Print compile statistics.")
+@click.option("--tuning-cache", default=None, metavar="PATH|off",
+              help="GEMM configurations measured by `halbench tune`: a directory of <api>-<target>.json "
+                   "files or one such file, or off [default: $HALBENCH_TUNING_CACHE, else "
+                   "~/.cache/halbench/tuning].")
 @FORMAT_CTX
 def compile_cmd(input_path: str, output: str, target_devices: tuple[str, ...], target_all: str | None,
                 target_device_uri: str | None, weights: str, precision: str, input_shapes: tuple[str, ...],
-                frozen: tuple[str, ...], dump_after: str | None, statistics: bool, **per_backend: str | None) -> None:
+                frozen: tuple[str, ...], dump_after: str | None, statistics: bool, tuning_cache: str | None,
+                **per_backend: str | None) -> None:
     """Compile an ONNX or MLIR model into a bundle (.hbx) for run-module and the runtime."""
     from halbench.bundle import write_bundle
 
@@ -556,7 +561,7 @@ def compile_cmd(input_path: str, output: str, target_devices: tuple[str, ...], t
                              input_shapes=_input_shapes(input_shapes), dump_after=dump_after,
                              targets={k: v for k, v in targets.items() if v}, backend_options=backend_options,
                              input_values=_frozen_inputs(frozen), target_device_uri=target_device_uri,
-                             precision=precision)
+                             precision=precision, tuning_cache=tuning_cache)
     result = compile_model(input_path, options)
     for note in getattr(result, "notes", ()):
         click.echo(f"halbench: note: {note}", err=True)
@@ -572,6 +577,111 @@ def compile_cmd(input_path: str, output: str, target_devices: tuple[str, ...], t
     if statistics:
         click.echo(json.dumps(result.statistics, indent=2, default=str) if result.statistics
                    else "no statistics reported")
+
+
+@main.command("tune")
+@click.argument("sources", metavar="BUNDLE.hbx|PROBLEMS.json|MODEL|ZOO-MODEL[:BATCH]...", nargs=-1,
+                required=True)
+@click.option("--device", "device_uri", default=None, metavar="URI",
+              help="The device to measure on (vulkan://, cuda://0, ...); without it, only --save-problems.")
+@click.option("--target", default=None, metavar="NAME",
+              help="Target the configurations are filed under and compiled for [default: the device's].")
+@click.option("--budget-s", type=click.FloatRange(1, 86400), default=60.0, show_default=True,
+              help="Seconds of measuring in all (each problem's rule configuration is always measured).")
+@click.option("--samples", type=click.IntRange(1, 1000), default=10, show_default=True,
+              help="Timed runs per candidate (the median counts).")
+@click.option("--warmup", type=click.IntRange(0, 1000), default=3, show_default=True)
+@click.option("--max-candidates", type=click.IntRange(0, 1000), default=24, show_default=True,
+              help="Candidates per problem beyond the rule's.")
+@click.option("--jobs", type=click.IntRange(1, 256), default=8, show_default=True, help="Parallel compiles.")
+@click.option("--output", "-o", default=None, metavar="DIR|FILE.json",
+              help="Tuning cache to merge the results into [default: $HALBENCH_TUNING_CACHE, else "
+                   "~/.cache/halbench/tuning].")
+@click.option("--save-problems", default=None, metavar="FILE.json",
+              help="Write the problems found (to tune on a machine without the compiler's front end).")
+@click.option("--api", default="vulkan", show_default=True, metavar="API",
+              help="With a model file and no --device: the backend to collect its problems for.")
+@FORMAT
+def tune_cmd(sources: tuple[str, ...], device_uri: str | None, target: str | None, budget_s: float, samples: int,
+             warmup: int, max_candidates: int, jobs: int, output: str | None, save_problems: str | None,
+             api: str, fmt: str) -> None:
+    """Measure GEMM tile configurations of a model's problems on a device and cache the fastest
+    correct one per problem for the device's target; compile then uses them."""
+    from halbench.tune import load_problems, save_run, tune, write_problems
+
+    if output == "off":
+        raise UserError("--output off: give a directory or a .json file to write the tuning cache to")
+    if device_uri:
+        from halbench.compiler.backends import backend_for_driver
+        from halbench.drivers import select_device
+
+        api = backend_for_driver(select_device(device_uri).driver).name
+    problems: dict[str, Any] = {}
+    for source in sources:
+        for key, p in load_problems(_model_path(source), api, target, device_uri).items():
+            problems.setdefault(key, p)
+    if save_problems:
+        write_problems(save_problems, problems)
+        click.echo(f"{len(problems)} GEMM problems -> {save_problems}", err=True)
+    if not device_uri:
+        if not save_problems:
+            raise UserError("give --device URI to tune on, or --save-problems FILE.json")
+        return
+    if not problems:
+        raise UserError(f"{', '.join(sources)}: no f32 GEMM or convolution on the scalar GEMM path to tune")
+    log = None if fmt == "json" else (lambda s: click.echo(s, err=True))
+    run = tune(problems, device_uri, target=target, budget_s=budget_s, samples=samples, warmup=warmup,
+               max_candidates=max_candidates, jobs=jobs, log=log,
+               on_problem=lambda so_far: save_run(so_far, output))  # a run cut short keeps its results
+    save_run(run, output)
+    if fmt == "json":
+        click.echo(json.dumps(run.to_dict(), indent=2))
+        return
+    from halbench.tune.report import table
+
+    click.echo(table(run))
+
+
+def _model_path(source: str) -> str:
+    """A file as given, or a zoo model (as suites name them: ``resnet50``, ``minilm-l6:8`` with a
+    batch) built into the model cache."""
+    from pathlib import Path
+
+    if Path(source).exists() or "/" in source or Path(source).suffix in (".hbx", ".json", ".onnx", ".mlir"):
+        return source
+    from halbench.bench.model_files import model_source
+
+    name, _, batch = source.partition(":")
+    if batch and not batch.isdigit():
+        raise UserError(f"'{source}': write a zoo model as NAME or NAME:BATCH (resnet50:8)")
+    return str(model_source({"zoo": name, **({"batch": int(batch)} if batch else {})})[2]())
+
+
+@main.command("inspect")
+@click.argument("bundle", metavar="BUNDLE.hbx", type=click.Path(dir_okay=False, exists=True))
+@FORMAT
+def inspect_cmd(bundle: str, fmt: str) -> None:
+    """Show a bundle's dispatches and variants, with each GEMM's configuration and whether tuning
+    or the rule chose it."""
+    from halbench.bundle import read_bundle
+
+    m = read_bundle(bundle).manifest
+    if fmt == "json":
+        click.echo(json.dumps({"targets": list(m.targets), "executables": [e.to_dict() for e in m.executables]},
+                              indent=2))
+        return
+    targets = ", ".join(f"{t.get('device')}={t.get('target')}" for t in m.targets) or "-"
+    click.echo(f"{bundle}: {len(m.executables)} executables, targets {targets}")
+    for e in m.executables:
+        click.echo(f"  {e.id:4d} {e.name}")
+        for v in e.variants:
+            gemm = ""
+            if v.gemm:
+                c = v.gemm["config"]
+                gemm = (f"  gemm {c['bm']}x{c['bn']}x{c['bk']}/{c['tm']}x{c['tn']}"
+                        f"{' split' + str(c['split']) if c.get('split', 1) > 1 else ''}"
+                        f"{' runs' if c.get('runs') else ''} ({v.gemm['source']})")
+            click.echo(f"         {v.format:28} {v.target:10} wg {'x'.join(map(str, v.workgroups))}{gemm}")
 
 
 def _frozen_inputs(specs: tuple[str, ...]) -> dict[str, Any]:
@@ -950,6 +1060,9 @@ EXIT_CODES: dict[str, list[tuple[int, str]]] = {
                  "mismatched devices, an untimed benchmark, or an internal error")),
              (3, "INCONCLUSIVE (the default --inconclusive=report)")],
     "report": [(0, "the report is written"), (1, "an unreadable or invalid results file"), _USAGE],
+    "tune": [(0, "tuned and the cache written (or the problems file, with --save-problems alone)"),
+             (1, "an unreadable or invalid source, cache or problems file, or no GPU device"), _USAGE],
+    "inspect": [(0, "shown"), (1, "an unreadable or invalid bundle"), _USAGE],
     "trace": [(0, "the trace is written"), (1, ("an unreadable results file, or no stored dispatch "
                                                "timings")), _USAGE],
 }

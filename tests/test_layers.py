@@ -26,6 +26,8 @@ FORBIDDEN = {
     "bench": ("halbench.reports", "halbench.fleet"),
     # Fleet runs the runner in worker processes and merges results: below cli, above bench.
     "fleet": ("halbench.reports", "halbench.compiler", "halbench.runtime"),
+    # Tune compiles candidates and runs them through the HAL: above both, beside bench.
+    "tune": ("halbench.reports", "halbench.fleet", "halbench.bench"),
     # Peers run a model file with their own stack: no HAL, no runner (bench calls them).
     "peers": ("halbench.drivers", "halbench.runtime", "halbench.bench", "halbench.reports",
               "halbench.kernels"),
@@ -49,6 +51,17 @@ def test_layer_imports_point_down(layer: str) -> None:
         for name in _imports(path):
             if any(name == f or name.startswith(f + ".") for f in FORBIDDEN[layer]):
                 bad.append(f"{path.relative_to(PKG.parent)} imports {name}")
+    assert not bad, "\n".join(bad)
+
+
+def test_nothing_below_imports_tune() -> None:
+    """halbench tune sits on top (like the CLI): the compiler reads its cache file through
+    compiler/tuning_cache.py, never through halbench.tune."""
+    bad = []
+    for layer in ("kernels", "drivers", "runtime", "bundle", "probe", "compiler", "bench", "peers"):
+        for path in sorted((PKG / layer).rglob("*.py")):
+            bad += [f"{path.relative_to(PKG.parent)} imports {n}" for n in _imports(path)
+                    if n == "halbench.tune" or n.startswith("halbench.tune.")]
     assert not bad, "\n".join(bad)
 
 

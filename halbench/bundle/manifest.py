@@ -136,12 +136,16 @@ class Variant:
     #: Device features the payload needs, by the driver's names (Vulkan: ``cooperativeMatrix``,
     #: ``shaderFloat16``); a device lacking one refuses the variant by name (check_variant).
     requires: tuple[str, ...] = ()
+    #: a scalar f32 GEMM's problem, configuration and source ("tuned" or "rule"), as the manifest
+    #: stores it (schema: manifest_schema.GemmChoiceDoc)
+    gemm: Mapping[str, Any] | None = field(default=None, hash=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {"format": self.format, "target": self.target, "member": self.member,
                 "entry": self.entry.to_dict(), "workgroups": list(self.workgroups),
                 "constants": list(self.constants),
-                **({"requires": list(self.requires)} if self.requires else {})}
+                **({"requires": list(self.requires)} if self.requires else {}),
+                **({"gemm": dict(self.gemm)} if self.gemm else {})}
 
 
 
@@ -364,7 +368,8 @@ def _step(s: Any) -> Step:
 def _variant(v: Any) -> Variant:
     e = v.entry
     return Variant(v.format, v.target, v.member, EntryPoint(e.name, e.bindings, e.constants, tuple(e.workgroup_size)),
-                   tuple(v.workgroups), tuple(v.constants), tuple(v.requires))  # type: ignore[arg-type]
+                   tuple(v.workgroups), tuple(v.constants), tuple(v.requires),  # type: ignore[arg-type]
+                   v.gemm.model_dump(exclude_none=True) if v.gemm is not None else None)
 
 
 def _from_doc(doc: ManifestDoc) -> Manifest:

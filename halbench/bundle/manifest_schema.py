@@ -14,7 +14,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 
 from halbench.dtypes import DTYPES
 
-__all__ = ["BUFFER_KINDS", "MAX_BUFFER_BYTES", "ManifestDoc"]
+__all__ = ["BUFFER_KINDS", "MAX_BUFFER_BYTES", "GemmChoiceDoc", "GemmConfigDoc", "GemmProblemDoc", "ManifestDoc"]
 
 #: status: gathers' (and scatters') out-of-bounds slots; scratch: split-K counters and partial
 #: sums. Both start zeroed at load, and kernels leave their counters at zero.
@@ -107,6 +107,54 @@ class EntryDoc(_Strict):
                               Field(min_length=3, max_length=3)] = [1, 1, 1]
 
 
+SmallInts = Annotated[list[Annotated[int, Field(ge=0, le=1 << 20)]], Field(max_length=8)]
+
+
+class GemmAttrsDoc(_Strict):
+    """The attributes that shape a GEMM problem's kernel (matmul: transposes; conv2d: geometry)."""
+
+    transpose_a: bool | None = None
+    transpose_b: bool | None = None
+    layout: Literal["nchw", "ngchw", "nhwc_hwcf", "nhwc_fhwc"] | None = None
+    strides: SmallInts | None = None
+    dilations: SmallInts | None = None
+    pads: SmallInts | None = None
+    pad_value: Finite | None = None
+
+
+class GemmProblemDoc(_Strict):
+    """One GEMM (matmul, batch_matmul, or conv2d as implicit GEMM): enough to rebuild its op."""
+
+    kind: Literal["matmul", "batch_matmul", "conv2d"]
+    dtype: DType
+    a: Shape
+    b: Shape
+    out: Shape
+    attrs: GemmAttrsDoc = Field(default_factory=GemmAttrsDoc)
+
+
+class GemmConfigDoc(_Strict):
+    """A scalar GEMM kernel's configuration (codegen.tuning.GemmConfig); the compiler checks it
+    against the target before it uses it."""
+
+    bm: Annotated[int, Field(ge=1, le=256)]
+    bn: Annotated[int, Field(ge=1, le=256)]
+    bk: Annotated[int, Field(ge=1, le=64)]
+    tm: Annotated[int, Field(ge=1, le=16)]
+    tn: Annotated[int, Field(ge=1, le=16)]
+    split: Annotated[int, Field(ge=1, le=64)] = 1
+    runs: bool = False
+
+
+class GemmChoiceDoc(_Strict):
+    """Which configuration a variant's GEMM uses, and whether tuning or the rule chose it."""
+
+    problem: GemmProblemDoc
+    key: Annotated[str, Field(max_length=1024)]
+    config: GemmConfigDoc
+    source: Literal["tuned", "rule"]
+
+
 class VariantDoc(_Strict):
     format: Name
     target: Name = ""
@@ -117,6 +165,8 @@ class VariantDoc(_Strict):
     #: device features the variant needs (Vulkan: read from its SPIR-V); refused at load by name
     requires: Annotated[list[Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_]{0,63}$")]],
                         Field(max_length=32)] = []
+    #: a scalar f32 GEMM's configuration and where it came from (halbench tune's cache, or the rule)
+    gemm: GemmChoiceDoc | None = None
 
     @model_validator(mode="after")
     def _constants(self) -> VariantDoc:

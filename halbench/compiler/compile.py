@@ -8,6 +8,7 @@ timed for ``--statistics``. The result goes to ``halbench.bundle.write_bundle`` 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -76,6 +77,12 @@ class CompileOptions:
     #: What the operands of f32 GEMMs are rounded to (halbench.precision): ``fp32`` exact, or
     #: ``tf32`` / ``f16`` / ``bf16`` on matrix units with f32 accumulation.
     precision: str = "fp32"
+    #: Where measured GEMM configurations come from (compiler/tuning_cache.py): None for
+    #: $HALBENCH_TUNING_CACHE or the default directory, ``off``, a directory or a cache file.
+    tuning_cache: str | None = None
+    #: Configurations forced per (API, problem key), ahead of the cache: ``halbench tune``
+    #: compiles its candidates this way. Pairs ((api, key), GemmConfig).
+    gemm_configs: Any = ()
 
     def __post_init__(self) -> None:
         from halbench.compiler.backends import backend, backends, canonical, option_values
@@ -90,6 +97,11 @@ class CompileOptions:
         from halbench.precision import check_precision
 
         check_precision(self.precision)
+        object.__setattr__(self, "gemm_configs", tuple(sorted(
+            (self.gemm_configs.items() if isinstance(self.gemm_configs, Mapping) else self.gemm_configs),
+            key=lambda kv: kv[0])))
+        if self.tuning_cache is not None:
+            object.__setattr__(self, "tuning_cache", str(self.tuning_cache))
         if self.weights not in ("file", "random"):
             raise UserError(f"weights must be 'file' or 'random', got '{self.weights}'")
         if not self.target_devices:
@@ -137,9 +149,24 @@ class CompileOptions:
         return {api: _resolve_target(api, self.target_name(api), self.target_device_uri)
                 for api in self.target_devices if backend(api).target_option}
 
+    def tuned_configs(self, api: str, target: Any) -> tuple[tuple[str, Any], ...]:
+        """(problem key, GemmConfig) pairs codegen uses for ``api`` on ``target``: the forced ones,
+        then the tuning cache's for the target's name."""
+        from halbench.compiler.tuning_cache import configs_for
+
+        found = configs_for(api, target.name, self.tuning_cache) if target is not None else {}
+        found.update({key: cfg for (a, key), cfg in self.gemm_configs if a == api})
+        return tuple(sorted(found.items()))
+
     def cache_key(self) -> str:
-        """A content hash of the options that change the output (not ``dump_after``)."""
-        return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()
+        """A content hash of the options that change the output (not ``dump_after``), and of the
+        tuned configurations the targets would use."""
+        doc = self.to_dict()
+        tuned = {api: [[k, c.to_dict()] for k, c in self.tuned_configs(api, t)]
+                 for api, t in self.resolved_targets().items()}
+        if any(tuned.values()):
+            doc["tuned"] = tuned
+        return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
 
 
 #: Frozen inputs are shapes, axes and quantization parameters: small. More is a mistake.
@@ -238,6 +265,10 @@ def compile_graph(graph: Graph, options: CompileOptions, source: Mapping[str, An
     members: dict[str, bytes] = {}
     executables = []
     targets = options.resolved_targets()
+    for api, target in targets.items():
+        # Measured GEMM configurations (halbench tune) travel to codegen with the target.
+        if tuned := options.tuned_configs(api, target):
+            targets[api] = dataclasses.replace(target, gemm_configs=tuned)
     generators = [(backend(api).generate, targets.get(api), options.options_for(api))
                   for api in options.target_devices]
     for i, d in enumerate(g.ops):
@@ -247,7 +278,7 @@ def compile_graph(graph: Graph, options: CompileOptions, source: Mapping[str, An
                 member = f"executables/{i}.{len(variants)}.{v.ext}"
                 members[member] = v.payload
                 variants.append(Variant(v.format, v.target, member, v.entry, v.workgroups, v.constants,
-                                        v.requires))
+                                        v.requires, v.gemm))
         executables.append(ExecutableDecl(i, f"dispatch_{i}_{_safe(d.attrs['name'])}", tuple(variants)))
     timings["codegen"] = time.perf_counter() - t1
     t2 = time.perf_counter()

@@ -96,6 +96,9 @@ class Target:
     #: Where the peaks come from.
     source: str = ""
     aliases: tuple[str, ...] = ()
+    #: Measured GEMM configurations (problem key, codegen.tuning.GemmConfig) the compiler attaches
+    #: from the tuning cache for one compile (compiler/tuning_cache.py); never in the table.
+    gemm_configs: tuple[tuple[str, Any], ...] = ()
 
     @property
     def subgroup_size(self) -> int:
@@ -121,6 +124,7 @@ class Target:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
+        d.pop("gemm_configs")
         d["peak_tflops"] = dict(self.peak_tflops)
         for key in ("apis", "products", "subgroup_sizes", "max_workgroup_size", "aliases"):
             d[key] = list(d[key])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from halbench.compiler.backends import CompilerBackend, Unsupported
+from halbench.compiler.backends import BackendOption, CompilerBackend, Unsupported
 from halbench.compiler.backends.micro import MICRO_ABI, MicroKernel
 
 _MICRO = frozenset({"copy", "triad", "fma_f32", "fma_f16", "dot_int8", "matrix_f16", "matrix_bf16", "gemm_f16",
@@ -14,7 +14,8 @@ _MICRO = frozenset({"copy", "triad", "fma_f32", "fma_f16", "dot_int8", "matrix_f
 def _generate(d: Any, g: Any, target: Any, options: dict[str, str]) -> list[Any]:
     from halbench.compiler.codegen.cuda import generate_cuda
 
-    return generate_cuda(d, g, target)
+    which = options.get("cuda-formats", "all")
+    return generate_cuda(d, g, target, formats=("cubin", "ptx") if which == "all" else (which,))
 
 
 def _default_target() -> Any:
@@ -107,5 +108,8 @@ BACKEND = CompilerBackend(
     drivers=("cuda",), formats=("cuda-cubin-v1", "cuda-ptx-v1"), generate=_generate,
     target_option="cuda-target", target_aliases=("iree-cuda-target", "iree-hal-cuda-llvm-target-arch"),
     default_target=_default_target,
+    options=(BackendOption("cuda-formats", ("all", "cubin", "ptx"), "all",
+                           "CUDA executable formats: 'all' emits the cubin for the target's arch, then "
+                           "PTX for later GPUs; halbench tune times cubins alone."),),
     micro_binary=_micro, micro_kernels=_MICRO,
     variant_targets=lambda target: [("cuda-cubin-v1", target.arch), ("cuda-ptx-v1", target.arch)])

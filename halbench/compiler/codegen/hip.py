@@ -44,4 +44,4 @@ def generate_hip(d: Any, g: Graph, target: Any) -> list[GpuVariant]:
     disp = as_dispatch(d)
     data = compile_hip(src, arch=t.arch, name=re.sub(r"[^A-Za-z0-9_]+", "_", disp.name))
     entry = EntryPoint("hb_main", len(disp.values) + plan.status + plan.scratch, 0, plan.workgroup_size)
-    return [GpuVariant("hip-hsaco-v1", t.arch, data, entry, plan.workgroups, (), src, "hsaco")]
+    return [GpuVariant("hip-hsaco-v1", t.arch, data, entry, plan.workgroups, (), src, "hsaco", gemm=plan.gemm)]

@@ -24,18 +24,22 @@ from typing import Any
 from halbench.compiler.codegen.lang import Lang, ctype, emit_body, lin
 from halbench.compiler.codegen.matrix import mma_context, vector_load
 from halbench.compiler.codegen.tuning import (
+    GemmConfig,
     Tuning,
+    config_problem,
     fold_groups,
     gemm_tiles,
     mma_fragment,
     mma_tiles,
+    problem_key,
     reduction_plan,
     split_k,
 )
 from halbench.compiler.ir import Graph, Op
 from halbench.errors import CompileError
 
-__all__ = ["Dispatch", "GemmSplit", "Plan", "as_dispatch", "gemm_split", "plan_dispatch", "uses_extract"]
+__all__ = ["Dispatch", "GemmSplit", "Plan", "as_dispatch", "gemm_config", "gemm_split", "plan_dispatch",
+           "rule_config", "uses_extract"]
 
 _NEUTRAL = {"add": 0.0, "mul": 1.0, "max": float("-inf"), "min": float("inf")}
 
@@ -85,6 +89,9 @@ class Plan:
     reads_outputs: bool = False
     #: the kernel takes one more binding after the status slot: split-K scratch (gemm_split)
     scratch: bool = False
+    #: a scalar f32 GEMM's problem, configuration and where it came from ("tuned" or "rule"),
+    #: recorded per variant in the bundle's manifest
+    gemm: dict[str, Any] | None = None
 
 
 class _Ctx:
@@ -724,20 +731,22 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
         p.features.add("mma")
         return p
     sp = gemm_split(c.d, c.g)
-    slices = sp.slices if sp is not None and c.L.scratch_ok else 1
-    tiles = gemm_tiles(t, m, n, k, batch * slices)
+    cfg, source, key = gemm_config(c, t, m, n, k, batch, sp)
+    tiles, slices, depth = cfg.tiles, 1, k
+    if cfg.split > 1 and sp is not None:
+        slices, depth = (sp.slices, sp.depth) if cfg.split == sp.slices else _slices(k, cfg.split)
     gx, gy = -(-n // tiles.bn), -(-m // tiles.bm)
     ctx = {"BM": tiles.bm, "BN": tiles.bn, "BK": tiles.bk, "TM": tiles.tm, "TN": tiles.tn,
            "TX": tiles.bn // tiles.tn, "TY": tiles.bm // tiles.tm, "WG": tiles.threads, "PAD": 4,
-           "SPLIT": slices, "DEPTH": sp.depth if slices > 1 else k, "GX": gx, "GY": gy,
+           "SPLIT": slices, "DEPTH": depth, "GX": gx, "GY": gy,
            "SB": len(c.d.values) + uses_extract(c.d), "PART": sp.counters if sp is not None else 0,
            "ROUND": round_expr(c.L, precision), **problem}
-    # Threads own runs of 4 rows / columns and read each run as one 16-byte shared load (VEC)
-    # where the tile allows; WGSL keeps scalar reads, strided on CUDA-like targets.
-    vec = c.L.name in ("glsl", "cuda") and tiles.tm % 4 == 0 and tiles.tn % 4 == 0
-    runs = vec or t.api == "vulkan"
+    # Threads own runs of 4 rows / columns (cfg.runs) and read each run as one 16-byte shared
+    # load (VEC) where the tile allows; WGSL keeps scalar reads.
+    vec = cfg.runs and _vec_ok(c.L.name, tiles.tm, tiles.tn)
     ctx["VEC"] = vec
-    ctx["ROW"], ctx["COL"] = _owned(tiles.tm, tiles.bm, "ty", runs), _owned(tiles.tn, tiles.bn, "tx", runs)
+    ctx["ROW"] = _owned(tiles.tm, tiles.bm, "ty", cfg.runs)
+    ctx["COL"] = _owned(tiles.tn, tiles.bn, "tx", cfg.runs)
     sa, sb = tiles.bk * (tiles.bm + 4), tiles.bk * (tiles.bn + 4)
     if vec and c.L.name == "glsl":
         shared = [("vec4", "As", sa // 4), ("vec4", "Bs", sb // 4)]
@@ -747,7 +756,43 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
         shared = [("float", "As", sa), ("float", "Bs", sb)]
     if slices > 1:
         shared.append(("int", "hb_last", 1))
-    return Plan("gemm.j2", ctx, (tiles.threads, 1, 1), (gx, gy, batch * slices), shared, helpers=helpers)
+    p = Plan("gemm.j2", ctx, (tiles.threads, 1, 1), (gx, gy, batch * slices), shared, helpers=helpers)
+    p.gemm = {"problem": config_problem(c.d.root, c.g.types), "key": key, "config": cfg.to_dict(),
+              "source": source}
+    return p
+
+
+def _slices(k: int, split: int) -> tuple[int, int]:
+    """(slices, depth) for ``split`` K slices of whole 16-deep steps (no slice left empty)."""
+    per = -(-k // split)
+    depth = -(-per // 16) * 16
+    return -(-k // depth), depth
+
+
+def _vec_ok(lang: str, tm: int, tn: int) -> bool:
+    """Whether runs of 4 can be read as 16-byte shared loads in ``lang`` (GLSL and CUDA C)."""
+    return lang in ("glsl", "cuda") and tm % 4 == 0 and tn % 4 == 0
+
+
+def rule_config(t: Tuning, lang: str, m: int, n: int, k: int, batch: int, slices: int) -> GemmConfig:
+    """The configuration the rules pick (tuning.gemm_tiles, split_k): runs of 4 wherever they
+    can be read as 16-byte shared loads, and always on Vulkan (measured faster on the H100);
+    strided elsewhere."""
+    tiles = gemm_tiles(t, m, n, k, batch * slices)
+    runs = _vec_ok(lang, tiles.tm, tiles.tn) or t.api == "vulkan"
+    return GemmConfig(tiles.bm, tiles.bn, tiles.bk, tiles.tm, tiles.tn, slices, runs)
+
+
+def gemm_config(c: _Ctx, t: Tuning, m: int, n: int, k: int, batch: int,
+                sp: GemmSplit | None) -> tuple[GemmConfig, str, str]:
+    """(configuration, "tuned" or "rule", problem key) of the scalar GEMM of ``c``: the target's
+    measured one for this problem when it has one that fits, else the rule's."""
+    max_split = sp.slices if sp is not None and c.L.scratch_ok else 1
+    key = problem_key(config_problem(c.d.root, c.g.types))
+    tuned = dict(t.gemm_configs).get(key)
+    if tuned is not None and tuned.problem(t, max_split) is None:
+        return tuned, "tuned", key
+    return rule_config(t, c.L.name, m, n, k, batch, max_split), "rule", key
 
 
 def round_expr(lang: Lang, precision: str) -> str:

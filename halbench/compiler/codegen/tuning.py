@@ -25,14 +25,17 @@ from halbench.tools import SPIRV_VERSION
 
 __all__ = [
     "MAX_GROUPS_X",
+    "GemmConfig",
     "GemmTiles",
     "MmaTiles",
     "Tuning",
+    "config_problem",
     "fold_groups",
     "gemm_tiles",
     "matrix_shape",
     "mma_fragment",
     "mma_tiles",
+    "problem_key",
     "reduction_plan",
     "split_k",
     "tuning_for",
@@ -58,6 +61,9 @@ class Tuning:
     bf16: bool
     #: every subgroup size the driver may pick (Vulkan without requiredSubgroupSize), preferred first
     subgroup_sizes: tuple[int, ...] = ()
+    #: measured f32 GEMM configurations by problem key (``problem_key``), from a tuning cache
+    #: or forced by ``halbench tune``; a problem without one takes the rule (``gemm_tiles``)
+    gemm_configs: tuple[tuple[str, GemmConfig], ...] = ()
 
     @property
     def block(self) -> int:
@@ -81,6 +87,94 @@ class GemmTiles:
         return elem * self.bk * (self.bm + self.bn + 8)
 
 
+@dataclass(frozen=True)
+class GemmConfig:
+    """Everything the scalar GEMM template lets a tuner choose for one problem: the workgroup
+    tile (``bm x bn``, ``bk`` deep), the outputs per thread (``tm x tn``), the split-K slices
+    (1: none; never more than the schedule reserved scratch for, ``kernels.gemm_split``) and
+    whether a thread owns runs of 4 adjacent rows/columns (``runs``) or strided ones."""
+
+    bm: int
+    bn: int
+    bk: int
+    tm: int
+    tn: int
+    split: int = 1
+    runs: bool = False
+
+    @property
+    def threads(self) -> int:
+        return (self.bm // self.tm) * (self.bn // self.tn)
+
+    @property
+    def tiles(self) -> GemmTiles:
+        return GemmTiles(self.bm, self.bn, self.bk, self.tm, self.tn)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"bm": self.bm, "bn": self.bn, "bk": self.bk, "tm": self.tm, "tn": self.tn,
+                "split": self.split, "runs": self.runs}
+
+    def label(self) -> str:
+        s = f"{self.bm}x{self.bn}x{self.bk}/{self.tm}x{self.tn}"
+        return s + (f" split{self.split}" if self.split > 1 else "") + (" runs" if self.runs else "")
+
+    def problem(self, t: Tuning, max_split: int) -> str | None:
+        """Why this configuration cannot run on ``t`` (None: it can). A configuration read from a
+        cache is untrusted: the GEMM falls back to the rule when this names a problem."""
+        if min(self.bm, self.bn, self.bk, self.tm, self.tn, self.split) < 1:
+            return "a size below 1"
+        if self.bm % self.tm or self.bn % self.tn:
+            return "a thread tile that does not divide the workgroup tile"
+        if self.tm > 16 or self.tn > 16 or self.bm > 256 or self.bn > 256 or self.bk > 64:
+            return "a tile beyond 256x256x64 / 16x16 per thread"
+        if self.threads > t.max_invocations or self.threads < 1:
+            return f"{self.threads} threads (the target allows {t.max_invocations})"
+        if self.tiles.shared_bytes() > t.shared_bytes:
+            return f"{self.tiles.shared_bytes()} bytes of shared memory (the target has {t.shared_bytes})"
+        if self.split > max_split:
+            return f"{self.split} K slices where the schedule reserved scratch for {max_split}"
+        return None
+
+
+_MATMUL_DEFAULTS = {"transpose_a": False, "transpose_b": False}
+_CONV_DEFAULTS = {"strides": [1, 1], "dilations": [1, 1], "pads": [0, 0, 0, 0], "pad_value": 0.0}
+
+
+def problem_key(problem: Any) -> str:
+    """The cache key of a GEMM problem (a dict: kind, dtype, a, b, out shapes, attrs): one line,
+    stable across runs, naming everything that makes the kernel differ."""
+    defaults = _CONV_DEFAULTS if problem["kind"] == "conv2d" else _MATMUL_DEFAULTS
+    a = {**defaults, **{k: v for k, v in (problem.get("attrs") or {}).items() if v is not None}}
+    dims = ";".join("x".join(str(int(s)) for s in problem[k]) for k in ("a", "b", "out"))
+    extra = ",".join(f"{k}={_attr(a[k])}" for k in sorted(a))
+    return f"{problem['kind']}:{problem['dtype']}:{dims}" + (f":{extra}" if extra else "")
+
+
+def _attr(v: Any) -> str:
+    if isinstance(v, (list, tuple)):
+        return "/".join(_attr(x) for x in v)
+    if isinstance(v, bool):
+        return str(int(v))
+    if isinstance(v, float):
+        return repr(v)
+    return str(v)
+
+
+def config_problem(op: Any, types: Any) -> dict[str, Any]:
+    """The problem description of a GEMM root op (what ``problem_key`` and ``halbench tune`` read)."""
+    keep = ("transpose_a", "transpose_b") if op.kind != "conv2d" else (
+        "layout", "strides", "dilations", "pads", "pad_value")
+    attrs = {}
+    for k in keep:
+        if k in op.attrs:
+            v = op.attrs[k]
+            attrs[k] = [int(x) for x in v] if isinstance(v, (list, tuple)) else (
+                float(v) if k == "pad_value" else v)
+    return {"kind": op.kind, "dtype": types[op.outputs[0]].dtype,
+            "a": list(types[op.inputs[0]].shape), "b": list(types[op.inputs[1]].shape),
+            "out": list(types[op.outputs[0]].shape), "attrs": attrs}
+
+
 def tuning_for(target: Any, api: str) -> Tuning:
     """Normalise a ``targets.Target`` (or None, or a target name) for ``api``."""
     if target is None or isinstance(target, str):
@@ -101,7 +195,7 @@ def tuning_for(target: Any, api: str) -> Tuning:
     sizes = tuple(int(s) for s in getattr(target, "subgroup_sizes", ()) or ()) or (int(sub),)
     return Tuning(api, name, arch, int(sub), inv, shared, int(getattr(target, "compute_units", 0) or 0),
                   matrix, bool(getattr(target, "fp16", False)), bool(getattr(target, "bf16", False)),
-                  sizes)
+                  sizes, tuple(getattr(target, "gemm_configs", ()) or ()))
 
 
 def fold_groups(n: int) -> tuple[int, int, int]:

@@ -24,6 +24,8 @@ class GpuVariant:
     ext: str = "bin"
     #: Device features the payload needs (Vulkan feature names: ``cooperativeMatrix``).
     requires: tuple[str, ...] = ()
+    #: a scalar f32 GEMM's problem, configuration and its source (kernels.Plan.gemm)
+    gemm: dict | None = None
 
     def binary(self) -> ExecutableBinary:
         return ExecutableBinary(self.format, self.payload, (self.entry,), self.target)

@@ -246,5 +246,5 @@ def generate_webgpu(d: Any, g: Graph, target: Any = None, *, validate: bool = Tr
     # A split-K dispatch's scratch binding is bound but unused: WGSL has no device-scope fence,
     # so its GEMMs run unsplit (Lang.scratch_ok) and the explicit layout keeps the slot.
     entry = EntryPoint("main", len(disp.values) + plan.status + plan.scratch, 0, plan.workgroup_size)
-    return [GpuVariant(FORMAT, t.name, src.encode(), entry, plan.workgroups, (), src, "wgsl")]
+    return [GpuVariant(FORMAT, t.name, src.encode(), entry, plan.workgroups, (), src, "wgsl", gemm=plan.gemm)]
 

@@ -1,0 +1,329 @@
+"""Measure GEMM configurations of each problem on one device and keep the fastest correct one.
+
+For each problem: the rule's configuration first (what compile uses without tuning), then a
+coordinate search: workgroup tiles and thread tiles (stage 1), then, around the best of those,
+the K depth of a step, the thread ownership and the split-K slices (stage 2). Every candidate is
+compiled as a one-dispatch bundle from a one-op IR graph (no front end), run through the HAL,
+checked against the NumPy reference (a wrong result is discarded) and timed with device
+timestamps (median of ``samples`` runs after ``warmup``). Compiles run in a thread pool (glslang
+and NVRTC work outside the GIL); runs are one at a time.
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from halbench.bundle.manifest_schema import GemmProblemDoc
+from halbench.compiler.codegen.tuning import GemmConfig, Tuning, tuning_for
+from halbench.errors import HalbenchError, UserError
+from halbench.tune.problems import build_graph, gemm_dims, reference
+
+__all__ = ["Measured", "ProblemResult", "TuneRun", "candidates", "measure_bundle", "tune"]
+
+#: Relative error (max |out - ref| / max |ref|) above which a candidate's result is wrong: f32
+#: sums in another order differ by ~1e-6; a kernel that skips or repeats a tile is off by O(1).
+TOLERANCE = 1e-3
+
+#: Workgroup tile x thread tile shapes stage 1 tries (bm, bn, tm, tn), big to small.
+TILES = ((128, 128, 8, 8), (128, 64, 8, 8), (64, 128, 8, 8), (128, 64, 8, 4), (64, 128, 4, 8),
+         (64, 64, 8, 8), (64, 64, 4, 4), (128, 32, 8, 2), (32, 128, 2, 8), (64, 32, 4, 2),
+         (32, 64, 2, 4), (32, 32, 2, 2), (64, 64, 4, 8), (64, 64, 8, 4), (32, 64, 4, 4),
+         (64, 32, 4, 4), (32, 32, 4, 4))
+
+
+@dataclass
+class Measured:
+    config: GemmConfig
+    time_ns: float | None = None
+    error: str | None = None  # why it was discarded (compile error, wrong result, not applicable)
+    path: Path | None = None  # the candidate's bundle, for the confirming re-measurement
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.time_ns is not None
+
+
+@dataclass
+class ProblemResult:
+    key: str
+    problem: GemmProblemDoc
+    rule: Measured
+    tried: list[Measured] = field(default_factory=list)
+    #: the winner after the rule and the search's fastest were timed again, back to back
+    confirmed: Measured | None = None
+
+    @property
+    def best(self) -> Measured | None:
+        if self.confirmed is not None:
+            return self.confirmed
+        good = [m for m in [self.rule, *self.tried] if m.ok]
+        return min(good, key=lambda m: m.time_ns) if good else None  # type: ignore[arg-type,return-value]
+
+    @property
+    def flops(self) -> int:
+        b, m, n, k = gemm_dims(self.problem)
+        return 2 * b * m * n * k
+
+    def to_dict(self) -> dict[str, Any]:
+        best = self.best
+        return {"key": self.key, "flops": self.flops,
+                "rule": {"config": self.rule.config.to_dict(), "time_ns": self.rule.time_ns,
+                         "error": self.rule.error},
+                "best": None if best is None else {"config": best.config.to_dict(), "time_ns": best.time_ns},
+                "speedup": (self.rule.time_ns / best.time_ns if best is not None and self.rule.ok
+                            and best.time_ns else None),
+                "tried": len(self.tried), "discarded": [
+                    {"config": m.config.label(), "why": m.error} for m in self.tried if m.error]}
+
+
+@dataclass
+class TuneRun:
+    api: str
+    target: str
+    device: str
+    results: list[ProblemResult]
+    cache: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"api": self.api, "target": self.target, "device": self.device, "cache": self.cache,
+                "problems": [r.to_dict() for r in self.results]}
+
+
+def _waste(bm: int, bn: int, m: int, n: int) -> float:
+    """Computed outputs per useful one: a 128-row tile over 8 rows computes 16x what it keeps."""
+    return (-(-m // bm) * bm * -(-n // bn) * bn) / max(m * n, 1)
+
+
+def candidates(t: Tuning, base: GemmConfig, max_split: int, stage: int,
+               mn: tuple[int, int] | None = None) -> list[GemmConfig]:
+    """Stage 1: tile shapes at the base's depth, ownership and split (with ``mn``, the GEMM's M
+    and N: only tiles that waste little more than the least wasteful one); stage 2: around
+    ``base``, other depths (BK), the other ownership, other split-K slice counts. Only
+    configurations the target can run (``GemmConfig.problem``)."""
+    out: list[GemmConfig] = []
+    if stage == 1:
+        tiles = list(TILES)
+        if mn is not None:
+            least = min(_waste(bm, bn, *mn) for bm, bn, _, _ in tiles)
+            tiles = [x for x in tiles if _waste(x[0], x[1], *mn) <= max(1.5, 1.25 * least)]
+        for bm, bn, tm, tn in tiles:
+            out.append(GemmConfig(bm, bn, 16 if bm * bn < 128 * 128 else 8, tm, tn, base.split, base.runs))
+    else:
+        for bk in (8, 16, 32):
+            out.append(GemmConfig(base.bm, base.bn, bk, base.tm, base.tn, base.split, base.runs))
+        if base.tm % 4 == 0 or base.tn % 4 == 0:
+            out.append(GemmConfig(base.bm, base.bn, base.bk, base.tm, base.tn, base.split, not base.runs))
+        for s in sorted({1, max_split, max(max_split // 2, 1)}):
+            out.append(GemmConfig(base.bm, base.bn, base.bk, base.tm, base.tn, s, base.runs))
+    seen: set[GemmConfig] = set()
+    return [c for c in out if c != base and not (c in seen or seen.add(c))  # type: ignore[func-returns-value]
+            and c.problem(t, max_split) is None]
+
+
+def _compile(problem: GemmProblemDoc, key: str, api: str, target: str, uri: str | None,
+             cfg: GemmConfig | None, abi: str | None, out: Path) -> tuple[Path | None, dict | None, str | None]:
+    """One candidate as a one-dispatch bundle at ``out``: (path, the variant's gemm record, error)."""
+    from halbench.compiler.compile import CompileOptions, compile_graph
+
+    opts = CompileOptions(target_devices=(api,), targets={api: target}, target_device_uri=uri,
+                          tuning_cache="off", gemm_configs={(api, key): cfg} if cfg else {},
+                          backend_options=_one_format(api, abi))
+    try:
+        cm = compile_graph(build_graph(problem), opts, {"path": "tune", "sha256": ""})
+        cm.write(out)
+    except HalbenchError as e:
+        return None, None, f"compile failed: {str(e).splitlines()[0][:160]}"
+    gemm = next((v.gemm for e in cm.manifest.executables for v in e.variants if v.gemm), None)
+    if gemm is None:
+        return None, None, "the compiler did not use the scalar GEMM for this problem"
+    if cfg is not None and gemm["source"] != "tuned":
+        return None, None, "the compiler refused this configuration for the target"
+    return out, dict(gemm), None
+
+
+def _one_format(api: str, abi: str | None) -> dict[str, str]:
+    """Backend options that build one executable format: a timing needs no second one."""
+    if api == "vulkan" and abi:
+        return {"vulkan-dispatch-abi": abi}
+    if api == "cuda":
+        return {"cuda-formats": "cubin"}
+    return {}
+
+
+def measure_bundle(device: Any, path: Path, inputs: Sequence[np.ndarray], ref: np.ndarray,
+                   samples: int, warmup: int) -> tuple[float | None, str | None]:
+    """(median device ns of the bundle's one dispatch, None) or (None, why it is discarded):
+    the output is checked against ``ref`` first, so a wrong kernel is never timed."""
+    from halbench.runtime import Module
+
+    try:
+        with Module.load(path, device) as mod:
+            out = mod.invoke(inputs=list(inputs))[0]
+            if out.shape != ref.shape:
+                return None, f"wrong result shape {list(out.shape)}, expected {list(ref.shape)}"
+            scale = float(np.max(np.abs(ref))) if ref.size else 1.0
+            err = float(np.max(np.abs(out.astype(np.float64) - ref))) / (scale or 1.0) if out.size else 0.0
+            if not math.isfinite(err) or err > TOLERANCE:
+                return None, f"wrong result (relative error {err:.2g})"
+            prof = mod.profile(inputs=list(inputs), runs=samples, warmup=warmup)
+    except HalbenchError as e:
+        return None, f"run failed: {str(e).splitlines()[0][:160]}"
+    per = prof.dispatch_median_ns()
+    return (float(per[0]) if per else float(prof.median_ns)), None
+
+
+@dataclass
+class _Problem:
+    """One problem being tuned on an open device: its inputs, reference and compile settings."""
+
+    key: str
+    problem: GemmProblemDoc
+    index: int
+    deadline: float
+    inputs: list[np.ndarray]
+    ref: np.ndarray
+    max_split: int
+    mn: tuple[int, int]
+    compiled: int = 0
+
+
+@dataclass
+class _Session:
+    device: Any
+    pool: ThreadPoolExecutor
+    tmp: Path
+    api: str
+    spec: str  # the target as CompileOptions names it
+    uri: str
+    abi: str | None
+    samples: int
+    warmup: int
+    jobs: int
+
+    def run(self, pr: _Problem, cfgs: list[GemmConfig | None]) -> list[Measured]:
+        """Compile ``cfgs`` (None: the rule) a pool's width at a time and measure them in order,
+        stopping at the problem's deadline (the rule is always measured)."""
+        out: list[Measured] = []
+        for at in range(0, len(cfgs), self.jobs):
+            if cfgs[at] is not None and time.perf_counter() >= pr.deadline:
+                break
+            out += self._chunk(pr, cfgs[at:at + self.jobs])
+        return out
+
+    def confirm(self, pr: _Problem, res: ProblemResult) -> None:
+        """Time the rule and the fastest candidate again, one after the other, and keep the
+        faster of those two: the first kernel timed in a process pays warm-up costs the others
+        do not, and the fastest of many noisy candidates is flattered by its noise."""
+        best = res.best
+        if best is None or best is res.rule or not res.rule.ok:
+            return
+        again = []
+        for m in (res.rule, best):
+            ns, err = measure_bundle(self.device, m.path, pr.inputs, pr.ref, self.samples,  # type: ignore[arg-type]
+                                     self.warmup)
+            again.append(Measured(m.config, ns, err, m.path) if err is None else m)
+        res.rule = again[0] if again[0].ok else res.rule
+        res.confirmed = min((m for m in again if m.ok), key=lambda m: m.time_ns, default=best)  # type: ignore[arg-type,return-value]
+
+    def _chunk(self, pr: _Problem, cfgs: list[GemmConfig | None]) -> list[Measured]:
+        futures = [self.pool.submit(_compile, pr.problem, pr.key, self.api, self.spec, self.uri, c, self.abi,
+                                    self.tmp / f"{pr.index}-{pr.compiled + j}.hbx") for j, c in enumerate(cfgs)]
+        pr.compiled += len(cfgs)
+        out = []
+        for c, job in zip(cfgs, futures):
+            path, gemm, err = job.result()
+            if c is None and err is not None:  # the rule itself: nothing to compare with
+                raise UserError(f"problem {pr.key} on {self.uri}: {err}")
+            cfg = c if c is not None else GemmConfig(**gemm["config"])  # type: ignore[index]
+            if err is None and (c is None or time.perf_counter() < pr.deadline):
+                ns, err = measure_bundle(self.device, path, pr.inputs, pr.ref, self.samples,  # type: ignore[arg-type]
+                                         self.warmup)
+                out.append(Measured(cfg, ns, err, path))
+            elif err is not None:
+                out.append(Measured(cfg, None, err))
+        return out
+
+
+def _target(api: str, target: str | None, uri: str) -> tuple[str, Any]:
+    """(the name candidates compile for, the Target): the table's entry of that name, what
+    ``compile --API-target NAME`` uses, without probing the device again per compile; a device
+    the table lacks compiles for ``auto``."""
+    from halbench.compiler.compile import _resolve_target
+    from halbench.compiler.targets import resolve_target
+
+    spec = target or _resolve_target(api, "auto", uri).name
+    try:
+        resolve_target(api, spec)
+    except HalbenchError:
+        if target:
+            raise
+        spec = "auto"
+    return spec, _resolve_target(api, spec, uri)
+
+
+def tune(problems: dict[str, GemmProblemDoc], device_uri: str, *, target: str | None = None,
+         budget_s: float = 60.0, samples: int = 10, warmup: int = 3, max_candidates: int = 24,
+         jobs: int = 8, log: Callable[[str], None] | None = None,
+         on_problem: Callable[[TuneRun], None] | None = None) -> TuneRun:
+    """Tune every problem on ``device_uri`` within about ``budget_s`` seconds in all (the rule's
+    configuration of each is always measured). ``on_problem`` gets the run so far after each
+    problem (the CLI saves it, so a run cut short keeps what it measured)."""
+    from halbench.compiler.backends import backend_for_driver
+    from halbench.compiler.codegen.kernels import gemm_split
+    from halbench.drivers import create_device, select_device
+
+    info = select_device(device_uri)
+    api = backend_for_driver(info.driver).name
+    if api not in ("vulkan", "cuda", "hip", "webgpu"):
+        raise UserError(f"{device_uri}: the {api} backend has no GPU GEMM to tune; give a vulkan://, "
+                        f"cuda://, hip:// or webgpu:// device")
+    spec, tgt = _target(api, target, info.uri)
+    t = tuning_for(tgt, api)
+    say = log or (lambda s: None)
+    start = time.perf_counter()
+    results: list[ProblemResult] = []
+    with create_device(info) as dev, tempfile.TemporaryDirectory(prefix="halbench-tune-") as tmp, \
+            ThreadPoolExecutor(max(1, jobs)) as pool:
+        # One Vulkan ABI is enough to time a kernel: the one the device prefers.
+        abi = ("bda" if dev.supports("vulkan-spirv-bda-v1") else "descriptors") if api == "vulkan" else None
+        session = _Session(dev, pool, Path(tmp), api, spec, info.uri, abi, samples, warmup, max(1, jobs))
+        for i, (key, p) in enumerate(problems.items()):
+            rng = np.random.default_rng(i)
+            inputs = [rng.uniform(-1, 1, size=tuple(s)).astype(np.float32) for s in (p.a, p.b)]
+            g = build_graph(p)
+            sp = gemm_split(g.ops[0], g)
+            _, m, n, _ = gemm_dims(p)
+            pr = _Problem(key, p, i, start + budget_s * (i + 1) / len(problems), inputs,
+                          reference(p, *inputs).astype(np.float64),
+                          sp.slices if sp is not None and api != "webgpu" else 1, (m, n))
+            rule = session.run(pr, [None])[0]
+            res = ProblemResult(key, p, rule)
+            for stage in (1, 2):
+                left = max_candidates - len(res.tried)
+                if left <= 0 or time.perf_counter() >= pr.deadline:
+                    break
+                base = res.best.config if res.best else rule.config
+                cands = [c for c in candidates(t, base, pr.max_split, stage, pr.mn)
+                         if c != rule.config and all(c != m.config for m in res.tried)]
+                res.tried += session.run(pr, cands[:left])
+            session.confirm(pr, res)
+            results.append(res)
+            if on_problem is not None:
+                on_problem(TuneRun(api, tgt.name, info.uri, list(results)))
+            best = res.best
+            say(f"{i + 1}/{len(problems)} {key}: rule {_ms(rule.time_ns)}, best {_ms(best and best.time_ns)} "
+                f"({best.config.label() if best else '-'}), {len(res.tried)} tried")
+    return TuneRun(api, tgt.name, info.uri, results)
+
+
+def _ms(ns: float | None) -> str:
+    return "-" if ns is None else f"{ns / 1e6:.3f} ms"
