@@ -58,6 +58,8 @@ class Tuning:
     bf16: bool
     #: every subgroup size the driver may pick (Vulkan without requiredSubgroupSize), preferred first
     subgroup_sizes: tuple[int, ...] = ()
+    #: subgroup reductions (subgroupAdd, __shfl_xor_sync) may be used; never on WebGPU
+    subgroup_arithmetic: bool = False
 
     @property
     def block(self) -> int:
@@ -101,7 +103,7 @@ def tuning_for(target: Any, api: str) -> Tuning:
     sizes = tuple(int(s) for s in getattr(target, "subgroup_sizes", ()) or ()) or (int(sub),)
     return Tuning(api, name, arch, int(sub), inv, shared, int(getattr(target, "compute_units", 0) or 0),
                   matrix, bool(getattr(target, "fp16", False)), bool(getattr(target, "bf16", False)),
-                  sizes)
+                  sizes, bool(getattr(target, "subgroup_arithmetic", False)) and api != "webgpu")
 
 
 def fold_groups(n: int) -> tuple[int, int, int]:
