@@ -77,6 +77,8 @@ def _reduce(c: _Ctx, t: Tuning, kind: str, acc: str, typ: str, dtype: str, threa
         lines = [f"for (int o = {w // 2}; o > 0; o >>= 1) "
                  f"{acc} = {_combine(kind, acc, shfl.format(v=acc, o='o'))};"]
         n = threads // w
+        if n == 1:  # one warp per row: the butterfly left the total in every lane
+            return lines, acc
         shared.append((typ, name, n))
         lines += [f"if ((lid & {w - 1}) == 0) {name}[min(lid / {w}, {n - 1})] = {acc};", c.L.barrier,
                   f"{typ} {acc}_t = {neutral};",
