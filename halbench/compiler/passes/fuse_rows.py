@@ -9,7 +9,7 @@ dispatches' semantics). Values of the group that something outside it reads (a m
 elsewhere, a graph output) stay bound as outputs of the fused dispatch; the rest never reach
 memory.
 
-Each group is checked point by point before it is fused (NumPy over the iteration spaces): every
+Each group is checked before it is fused (NumPy, every row, three columns of each): every
 value a member reads from another member must be read at the element that member wrote for the
 same row (and column), rows of full-row operands must be contiguous (stride 1, or 0 for a
 broadcast), and every index must lie inside its tensor. A group that fails any check keeps its
@@ -28,8 +28,8 @@ from halbench.compiler.ir import Graph, Op, merge_locs, node_names
 
 __all__ = ["fuse_rows", "row_group"]
 
-#: Iteration spaces larger than this are not checked point by point (and not fused).
-_MAX_POINTS = 1 << 24
+#: Groups of more rows than this are not checked (and not fused).
+_MAX_ROWS = 1 << 22
 
 
 def _strides(shape: Sequence[int]) -> list[int]:
@@ -73,21 +73,28 @@ def _role(op: Op, rows: int, length: int) -> str | None:
 
 
 def _points(op: Op, role: str, rows: int, length: int) -> list[np.ndarray]:
-    """Coordinates of every iteration point, shaped (rows, length) or (rows,)."""
+    """Coordinates of the iteration points checked: every row; in a row, the columns 0, 1 and
+    length - 1 (an offset is affine in the column, so these three decide equality, stride and
+    bounds for the whole row). Shaped (rows, 3) or (rows,)."""
     dims = [int(x) for x in op.attrs["dims"]]
     if role == "scalar":
         return list(np.unravel_index(np.arange(rows, dtype=np.int64), dims))
     r = np.arange(rows, dtype=np.int64)[:, None]
-    j = np.arange(length, dtype=np.int64)[None, :]
-    outer = list(np.unravel_index(np.broadcast_to(r, (rows, length)), dims[:-1])) if len(dims) > 1 else []
-    return [np.asarray(c, dtype=np.int64) for c in outer] + [np.broadcast_to(j, (rows, length))]
+    j = np.array([0, 1, length - 1], dtype=np.int64)[None, :]
+    outer = list(np.unravel_index(np.broadcast_to(r, (rows, 3)), dims[:-1])) if len(dims) > 1 else []
+    return [np.asarray(c, dtype=np.int64) for c in outer] + [np.broadcast_to(j, (rows, 3))]
 
 
-def _contiguous(off: np.ndarray) -> bool:
-    if off.shape[-1] < 2:
-        return True
-    step = np.diff(off, axis=-1)
-    return bool(np.all(step == 1) or np.all(step == 0))
+def _contiguous(off: np.ndarray, length: int) -> bool:
+    """Offsets (rows, 3) at columns 0, 1, length - 1 step by 1 (or 0: a broadcast) along a row."""
+    step = off[:, 1] - off[:, 0]
+    if not (np.all(step == 1) or np.all(step == 0)):
+        return False
+    return bool(np.all(off[:, 2] == off[:, 0] + step * (length - 1)))
+
+
+def _distinct(x: np.ndarray) -> bool:
+    return x.size == 0 or int(np.bincount(x.ravel()).max()) == 1
 
 
 def row_group(members: list[Op], g: Graph) -> dict[str, Any] | None:
@@ -99,7 +106,7 @@ def row_group(members: list[Op], g: Graph) -> dict[str, Any] | None:
         return None
     dims = [int(x) for x in first_reduce.attrs["dims"]]
     rows, length = int(np.prod(dims[:-1])), dims[-1]
-    if length < 2 or rows * length > _MAX_POINTS:
+    if length < 2 or rows > _MAX_ROWS:
         return None
     roles: list[str] = []
     # root value -> (member, output index, "full" | "row", offsets written)
@@ -119,7 +126,7 @@ def row_group(members: list[Op], g: Graph) -> dict[str, Any] | None:
                 return None
             src = written.get(g.root(v))
             if src is None:  # read from outside the group: rows must be contiguous
-                if role != "scalar" and not _contiguous(off):
+                if role != "scalar" and not _contiguous(off, length):
                     return None
                 continue
             _, _, kind, w = src
@@ -142,11 +149,13 @@ def row_group(members: list[Op], g: Graph) -> dict[str, Any] | None:
                 if any(r == ("d", len(pts) - 1) for r in map(tuple, m)):
                     return None  # a reduction's result indexed by its reduction dim
                 off = off[:, 0]
-            total = rows * (length if role == "full" else 1)
-            if g.types[v].size != total or len(np.unique(off)) != total:
-                return None  # every element written exactly once
-            if role == "full" and not _contiguous(off):
-                return None
+            if role == "full":  # rows of `length` contiguous elements, each row written once
+                if g.types[v].size != rows * length or not _contiguous(off, length) \
+                        or np.any(off[:, 1] != off[:, 0] + 1) or np.any(off[:, 0] % length) \
+                        or not _distinct(off[:, 0] // length):
+                    return None
+            elif g.types[v].size != rows or not _distinct(off):
+                return None  # one value per row, each written once
             written[v] = (k, k_out, "full" if role == "full" else "row", off)
         roles.append(role)
     return {"rows": rows, "length": length, "roles": roles}
