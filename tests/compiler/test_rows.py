@@ -256,7 +256,7 @@ def test_on_vulkan_matches_onnxruntime(name: str, target: str | None, abi: str, 
     opts: dict = {"backend_options": {"vulkan-dispatch-abi": abi}}
     if target:
         opts["targets"] = {"vulkan": target}
-    cm, path, bundle, feeds = _compile(name, tmp_path, ("vulkan", "local"), **opts)
+    _, path, bundle, feeds = _compile(name, tmp_path, ("vulkan", "local"), **opts)
     ref = onnx_reference(path, feeds)
     _check(run_local(bundle, feeds, dev), ref, f"{name} on {dev} ({target or 'generic'}, {abi})")
     _check(run_local(bundle, feeds, "local-sync://"), ref, f"{name} on local-sync://")

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from halbench.compiler.codegen.kernels import Plan, _coords, _combine, _Ctx, _neutral
+from halbench.compiler.codegen.kernels import Plan, _combine, _coords, _Ctx, _neutral
 from halbench.compiler.codegen.lang import ctype, emit_body, lin
 from halbench.compiler.codegen.tuning import Tuning, fold_groups
 
@@ -69,13 +69,13 @@ def _reduce(c: _Ctx, t: Tuning, kind: str, acc: str, typ: str, dtype: str, threa
                 f"if (subgroupElect()) {name}[min(int(gl_SubgroupID), {threads - 1})] = {acc};",
                 c.L.barrier,
                 f"{typ} {acc}_t = {neutral};",
-                f"for (int s = 0; s < min(int(gl_NumSubgroups), {threads}); s++) "
-                f"{acc}_t = {_combine(kind, f'{acc}_t', f'{name}[s]')};"], f"{acc}_t"
+                (f"for (int s = 0; s < min(int(gl_NumSubgroups), {threads}); s++) "
+                 f"{acc}_t = {_combine(kind, f'{acc}_t', f'{name}[s]')};")], f"{acc}_t"
     w = _subgroup_width(t) if scalar else None
     if w is not None and threads % w == 0:
         shfl = "__shfl_xor_sync(0xffffffffu, {v}, {o})" if t.api == "cuda" else "__shfl_xor({v}, {o})"
-        lines = [f"for (int o = {w // 2}; o > 0; o >>= 1) "
-                 f"{acc} = {_combine(kind, acc, shfl.format(v=acc, o='o'))};"]
+        lines = [(f"for (int o = {w // 2}; o > 0; o >>= 1) "
+                  f"{acc} = {_combine(kind, acc, shfl.format(v=acc, o='o'))};")]
         n = threads // w
         if n == 1:  # one warp per row: the butterfly left the total in every lane
             return lines, acc
