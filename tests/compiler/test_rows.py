@@ -229,6 +229,9 @@ def test_reductions_use_subgroups_where_the_target_has_them(tmp_path: Path) -> N
         assert "subgroupAdd(" in lvp["bda"] + lvp["descriptors"] or "subgroupMax(" in lvp["bda"]
         _, generic = glsl_sources(d, g, None)  # vulkan-generic: no subgroup arithmetic assumed
         assert "subgroup" not in generic["descriptors"] and "barrier();" in generic["descriptors"]
+        plan, nv = glsl_sources(d, g, "h100")  # NVIDIA: subgroups of 32
+        if plan.workgroup_size[0] <= 32:  # a one-subgroup workgroup needs no shared memory
+            assert "shared " not in nv["bda"] and "barrier();" not in nv["bda"]
         _, cu = cuda_source(d, g, "sm_90")
         assert "__shfl_xor_sync(0xffffffffu" in cu
         _, hip = hip_source(d, g, "gfx942")

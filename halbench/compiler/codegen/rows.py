@@ -64,6 +64,8 @@ def _reduce(c: _Ctx, t: Tuning, kind: str, acc: str, typ: str, dtype: str, threa
     scalar = typ in ("float", "int", "uint", "double")
     if t.api == "vulkan" and t.subgroup_arithmetic and scalar:
         extensions |= {"GL_KHR_shader_subgroup_basic", "GL_KHR_shader_subgroup_arithmetic"}
+        if t.subgroup_sizes and min(t.subgroup_sizes) >= threads:  # the workgroup is one subgroup
+            return [f"{acc} = {_GLSL_SUBGROUP[kind]}({acc});"], acc
         shared.append((typ, name, threads))  # gl_NumSubgroups <= threads
         return [f"{acc} = {_GLSL_SUBGROUP[kind]}({acc});",
                 f"if (subgroupElect()) {name}[min(int(gl_SubgroupID), {threads - 1})] = {acc};",
