@@ -16,6 +16,7 @@ from halbench.compiler.passes.fold_reshapes import fold_reshapes
 from halbench.compiler.passes.form_dispatches import form_dispatches
 from halbench.compiler.passes.fuse_elementwise import fuse_elementwise
 from halbench.compiler.passes.fuse_pad import fuse_pad
+from halbench.compiler.passes.fuse_rows import fuse_rows
 from halbench.compiler.passes.inline_constants import inline_constants
 from halbench.compiler.passes.recognize_patterns import recognize_patterns
 from halbench.errors import UserError
@@ -23,7 +24,8 @@ from halbench.errors import UserError
 __all__ = ["PASSES", "run_pipeline"]
 
 PASSES = ("parse", "inline_constants", "canonicalize", "fold_constants", "fold_reshapes", "fuse_pad",
-          "fuse_elementwise", "form_dispatches", "recognize_patterns", "assign_buffers", "cost")
+          "fuse_elementwise", "form_dispatches", "recognize_patterns", "fuse_rows",
+          "assign_buffers", "cost")
 
 
 def run_pipeline(graph: Graph, dump_after: str | None = None, out: TextIO | None = None,
@@ -53,6 +55,7 @@ def run_pipeline(graph: Graph, dump_after: str | None = None, out: TextIO | None
     g = step("fuse_elementwise", fuse_elementwise, g)      # chains of element-wise ops: one body
     g = step("form_dispatches", form_dispatches, g)        # one root + epilogue per dispatch
     g = step("recognize_patterns", recognize_patterns, g)  # softmax / layer norm groups, for GPU kernels
+    g = step("fuse_rows", fuse_rows, g)                    # each tagged group: one row dispatch
     g = step("assign_buffers", assign_buffers, g)          # liveness-packed transient arena
     g = step("cost", cost, g)                              # flops / bytes for rooflines
     return g

@@ -49,6 +49,11 @@ def print_op(op: Op, g: Graph, indent: str = "  ") -> list[str]:
         lines = [f"{indent}{outs} = generic({ins}) dims={a['dims']} iters="
                  f"{''.join('r' if t == 'reduction' else 'p' for t in a['iterators'])} maps=[{maps}]{extra}"]
         return lines + print_body(a["body"], indent + "    ")
+    if op.kind == "row":
+        lines = [f"{indent}{outs} = row[{a['pattern']}]({ins}) rows={a['rows']} length={a['length']}"]
+        for m in a["ops"]:
+            lines += print_op(m, g, indent + "    ")
+        return lines
     shown = ", ".join(f"{k}={v}" for k, v in a.items())
     return [f"{indent}{outs} = {op.kind}({ins}) {{{shown}}}"]
 

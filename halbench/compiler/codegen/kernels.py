@@ -11,6 +11,7 @@ Families:
   reductions looping over their reduction dims);
 - ``reduce_wg``: one workgroup per output point for long contiguous reductions;
 - ``gemm``: shared-memory tiled GEMM for matmul, batch_matmul and conv2d (implicit GEMM);
+- ``row``: one workgroup per row of a fused softmax / layer norm (rows.py), subgroup reductions;
 - ``gemm_mma``: matrix units (cooperative matrix / WMMA) for f16 / bf16 GEMMs, and f32 ones
   compiled with ``--precision tf32|f16|bf16``, where the target has them.
 """
@@ -886,6 +887,10 @@ def _plan_kind(d: Any, g: Graph, t: Tuning, lang: Lang) -> Plan:
     kind = disp.root.kind
     if kind == "generic":
         return _plan_generic(c, t)
+    if kind == "row":  # a fused softmax / layer norm (passes/fuse_rows.py)
+        from halbench.compiler.codegen.rows import plan_row
+
+        return plan_row(c, t)
     if kind in ("pad", "concat", "slice", "insert_slice", "copy", "reshape"):
         return _plan_move(c, t)
     if kind in ("depthwise_conv2d", "pool"):

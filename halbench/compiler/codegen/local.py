@@ -20,9 +20,26 @@ def kernel_name(d: Op) -> str:
     return "hb.generic" if root.kind == "generic" else f"hb.{root.kind}"
 
 
+def _row_attrs(op: Op, g: Graph) -> dict[str, Any]:
+    """A fused row dispatch (passes/fuse_rows.py): its member generics, each operand either a
+    binding (an input of the dispatch) or the result of an earlier member seen through a view."""
+    members = []
+    for m in op.attrs["ops"]:
+        ins = []
+        for v in m.inputs:
+            src = op.attrs["sources"].get(v)
+            ins.append({"binding": op.inputs.index(v)} if src is None else
+                       {"value": src, "shape": list(g.types[v].shape)})
+        outs = [{"value": v, "output": op.outputs.index(v) if v in op.outputs else -1} for v in m.outputs]
+        members.append({"generic": m.generic_attrs(), "inputs": ins, "outputs": outs})
+    return {"members": members}
+
+
 def _op_attrs(op: Op, g: Graph) -> dict[str, Any]:
     if op.kind == "generic":
         return op.generic_attrs()
+    if op.kind == "row":
+        return _row_attrs(op, g)
     attrs = dict(op.attrs)
     if hasattr(attrs.get("body"), "to_json"):  # scan / scatter regions
         attrs["body"] = attrs["body"].to_json()

@@ -64,6 +64,8 @@ class Tuning:
     #: measured f32 GEMM configurations by problem key (``problem_key``), from a tuning cache
     #: or forced by ``halbench tune``; a problem without one takes the rule (``gemm_tiles``)
     gemm_configs: tuple[tuple[str, GemmConfig], ...] = ()
+    #: subgroup reductions (subgroupAdd, __shfl_xor_sync) may be used; never on WebGPU
+    subgroup_arithmetic: bool = False
 
     @property
     def block(self) -> int:
@@ -195,7 +197,8 @@ def tuning_for(target: Any, api: str) -> Tuning:
     sizes = tuple(int(s) for s in getattr(target, "subgroup_sizes", ()) or ()) or (int(sub),)
     return Tuning(api, name, arch, int(sub), inv, shared, int(getattr(target, "compute_units", 0) or 0),
                   matrix, bool(getattr(target, "fp16", False)), bool(getattr(target, "bf16", False)),
-                  sizes, tuple(getattr(target, "gemm_configs", ()) or ()))
+                  sizes, tuple(getattr(target, "gemm_configs", ()) or ()),
+                  bool(getattr(target, "subgroup_arithmetic", False)) and api != "webgpu")
 
 
 def fold_groups(n: int) -> tuple[int, int, int]:

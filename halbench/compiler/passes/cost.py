@@ -14,6 +14,8 @@ def op_flops(op: Op, g: Graph) -> int:
     a = op.attrs
     if op.kind == "generic":
         return prod(a["dims"]) * max(1, a["body"].count_ops())
+    if op.kind == "row":  # a fused softmax / layer norm: its members' work
+        return sum(op_flops(m, g) for m in a["ops"])
     out = g.types[op.outputs[0]]
     n_out = out.size
     if op.kind == "conv2d":

@@ -41,7 +41,8 @@ def _match(ops: list[Op], i: int, g: Graph) -> tuple[str, int] | None:
         return "softmax", 4
     if "add" in ops_seen[0] and kinds.count("reduction") >= 2:
         for n in range(2, len(group) + 1):
-            if "rsqrt" in set().union(*ops_seen[:n]) and kinds[:n].count("reduction") == 2:
+            # 1/sqrt(var + eps) as rsqrt, or x / sqrt(var + eps) as ONNX graphs often spell it
+            if {"rsqrt", "sqrt"} & set().union(*ops_seen[:n]) and kinds[:n].count("reduction") == 2:
                 end = n
                 while end < len(group) and kinds[end] == "elementwise":
                     end += 1

@@ -65,3 +65,21 @@ def _generic(op: Mapping[str, Any], ins: list[np.ndarray]) -> list[np.ndarray]:
 
 
 dispatch_kernel("hb.generic", _generic)
+
+
+def _row(op: Mapping[str, Any], ins: list[np.ndarray]) -> list[np.ndarray]:
+    """A fused softmax / layer norm: its member generics in order, exactly as the dispatches
+    they replace (results of one member feed the next through reshaped views)."""
+    values: dict[str, np.ndarray] = {}
+    outs: dict[int, np.ndarray] = {}
+    for m in op["members"]:
+        args = [ins[r["binding"]] if "binding" in r else values[r["value"]].reshape(r["shape"])
+                for r in m["inputs"]]
+        for r, res in zip(m["outputs"], eval_generic(m["generic"], args)):
+            values[r["value"]] = res
+            if r["output"] >= 0:
+                outs[r["output"]] = res
+    return [outs[i] for i in range(len(outs))]
+
+
+dispatch_kernel("hb.row", _row)
