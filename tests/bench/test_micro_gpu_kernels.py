@@ -14,7 +14,6 @@ from halbench.compiler.backends.vulkan import BACKEND as VULKAN
 from halbench.compiler.codegen.micro_cuda import gemm_shared_bytes
 from halbench.probe.info import DeviceInfo, Features, Identity, Limits, MatrixShape
 
-
 #: what the CUDA probe reads as CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
 OPTIN = {"sm_80": 166912, "sm_90": 232448, "sm_90a": 232448}
 

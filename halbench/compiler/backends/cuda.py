@@ -110,8 +110,8 @@ def _gemm_variant(defines: dict[str, int], arch: str, info: Any) -> tuple[int, t
     if mma == 1:
         defines.update(WGMMA=0, INFLIGHT=0)
         return (32 * (bm // 64) * (bn // 64), (bm, bn, bk),
-                f"mma.sync m16n8k16 + ldmatrix, {bm}x{bn}x{bk} tiles, {stages}-stage cp.async pipeline "
-                f"({shared // 1024} KiB shared)", arch, shared)
+                (f"mma.sync m16n8k16 + ldmatrix, {bm}x{bn}x{bk} tiles, {stages}-stage cp.async pipeline "
+                 f"({shared // 1024} KiB shared)"), arch, shared)
     defines.update(WGMMA=1, INFLIGHT=inflight)
     return (128 * (bm // 64), (bm, bn, bk),
             (f"wgmma m64n{bn}k16 from swizzled shared memory, {bm}x{bn}x{bk} tiles, {stages}-stage cp.async "
