@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_TIMEOUT_S",
     "FORMAT_NAME",
+    "MAX_DYNAMIC_SHARED_BYTES",
     "Buffer",
     "BufferBinding",
     "CommandBuffer",
@@ -51,6 +52,10 @@ __all__ = [
 #: third-party driver brings its own; ``halbench.drivers.known_formats()`` collects them.
 FORMAT_NAME = re.compile(r"[a-z0-9][a-z0-9-]*-v[0-9]+")
 
+#: Cap on EntryPoint.dynamic_shared_bytes (no GPU has 1 MiB of shared memory per workgroup;
+#: the device's own limit is checked at load).
+MAX_DYNAMIC_SHARED_BYTES = 1 << 20
+
 #: No wait in halbench is unbounded; this is the default bound.
 DEFAULT_TIMEOUT_S = 60.0
 
@@ -63,23 +68,33 @@ class EntryPoint:
     bindings: int
     constants: int = 0
     workgroup_size: tuple[int, int, int] = (1, 1, 1)
+    #: Dynamic shared memory per workgroup in bytes (CUDA/HIP ``extern __shared__``; the driver
+    #: opts the kernel in past 48 KiB and refuses more than the device's per-block limit).
+    dynamic_shared_bytes: int = 0
 
     def __post_init__(self) -> None:
         if self.bindings < 0 or self.constants < 0:
             raise UserError(f"entry point '{self.name}': bindings and constants must be >= 0")
+        if not 0 <= int(self.dynamic_shared_bytes) <= MAX_DYNAMIC_SHARED_BYTES:
+            raise UserError(f"entry point '{self.name}': dynamic_shared_bytes must be 0 to "
+                            f"{MAX_DYNAMIC_SHARED_BYTES}, got {self.dynamic_shared_bytes}")
+        object.__setattr__(self, "dynamic_shared_bytes", int(self.dynamic_shared_bytes))
         ws = tuple(int(v) for v in self.workgroup_size)
         if len(ws) != 3 or min(ws) < 1:
             raise UserError(f"entry point '{self.name}': workgroup_size must be 3 positive ints, got {self.workgroup_size}")
         object.__setattr__(self, "workgroup_size", ws)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "bindings": self.bindings, "constants": self.constants,
-                "workgroup_size": list(self.workgroup_size)}
+        d = {"name": self.name, "bindings": self.bindings, "constants": self.constants,
+             "workgroup_size": list(self.workgroup_size)}
+        if self.dynamic_shared_bytes:  # absent when 0: older readers keep reading the manifest
+            d["dynamic_shared_bytes"] = self.dynamic_shared_bytes
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> EntryPoint:
         return cls(d["name"], int(d["bindings"]), int(d.get("constants", 0)),
-                   tuple(d.get("workgroup_size", (1, 1, 1))))
+                   tuple(d.get("workgroup_size", (1, 1, 1))), int(d.get("dynamic_shared_bytes", 0)))
 
 
 @dataclass(frozen=True)
@@ -520,6 +535,8 @@ class Device(ABC):
     #: Copy/fill offsets and sizes must be multiples of this.
     transfer_alignment: int = 4
     max_workgroup_count: tuple[int, int, int] | None = None
+    #: Whether entry points may ask for dynamic shared memory (EntryPoint.dynamic_shared_bytes).
+    dynamic_shared_memory: bool = False
     #: The driver that opened this device (set by ``Driver.create_device``).
     driver: Driver | None = None
 
@@ -572,6 +589,11 @@ class Device(ABC):
         if not self.supports(binary.format):
             raise UserError(f"{self.uri} cannot load '{binary.format}' executables; it supports: "
                             f"{', '.join(self.formats) or 'none'}")
+        if not self.dynamic_shared_memory:
+            for ep in binary.entries:
+                if ep.dynamic_shared_bytes:
+                    raise UserError(f"entry '{ep.name}' asks for {ep.dynamic_shared_bytes} bytes of dynamic shared "
+                                    f"memory, which {self.uri} does not provide (only cuda:// and hip:// do)")
         return self._load_executable(binary)
 
     def command_buffer(self, profile: bool = False, dispatch_times: bool = True) -> CommandBuffer:

@@ -3,7 +3,8 @@
 
 For each device (cuda://, vulkan:// by default) it runs every variant of the micro kernels the
 device-peaks suite uses (bandwidth-copy unroll x grid, fma-f32 chains x unroll and the old vec4
-GLSL kernel, gemm-f16 / gemm-bf16 tiles), checks each one's output, and prints one table:
+GLSL kernel, gemm-f16 / gemm-bf16 tiles and pipelines, up to 192 KiB of dynamic shared
+memory on CUDA), checks each one's output, and prints one table:
 TB/s or TFLOP/s (median of the device-timed samples) against the bars of issue #12 (copy
 2.9 TB/s; f32 FMA 60 TFLOP/s; f16 GEMM 550 through CUDA, 450 through Vulkan). It stops
 starting variants when --budget seconds are spent, so the call stays within the device time.
@@ -46,18 +47,30 @@ def variants(api: str, quick: bool) -> list[tuple[str, dict]]:
         out.append(("fma-f32", {**fma, "chains": 32, "unroll": 4, "vector": 4}))  # old, unrolled
     g = {"m": 4096, "n": 4096, "k": 4096}
     if api == "cuda":
-        # (tile_m, tile_n, stages, mma): mma 1 = mma.sync, 2 / 3 = wgmma with 0 / 1 groups in flight
-        # The wgmma kernels run last: they have not run on a GPU before, and a fault poisons the
-        # CUDA context for whatever follows.
-        sync = [(128, 128, 3, 1), (128, 128, 2, 1), (128, 256, 2, 1), (256, 128, 2, 1), (64, 128, 4, 1)]
-        wg = [(128, 128, 3, 3), (128, 128, 3, 2), (128, 256, 2, 2), (64, 256, 2, 2), (256, 128, 2, 2),
-              (192, 128, 2, 2), (64, 128, 4, 3)]
+        # (tile_m, tile_n, tile_k, stages, mma): mma 1 = mma.sync, 2 / 3 = wgmma with 0 / 1 groups
+        # in flight. The tiles sit in dynamic shared memory: the second list of each kind goes past
+        # the old 48 KiB (up to 192 KiB of the H100's 227 KiB), with deeper pipelines and tile_k 64.
+        # The wgmma kernels run last: a fault poisons the CUDA context for whatever follows.
+        sync = [(128, 128, 32, 3, 1), (128, 128, 32, 2, 1), (128, 256, 32, 2, 1), (256, 128, 32, 2, 1),
+                (64, 128, 32, 4, 1)]
+        sync_deep = [(128, 128, 32, 4, 1), (128, 128, 64, 3, 1), (128, 128, 64, 4, 1), (128, 256, 32, 4, 1),
+                     (128, 256, 64, 3, 1), (256, 128, 64, 3, 1)]
+        wg = [(128, 128, 32, 3, 3), (128, 128, 32, 3, 2), (128, 256, 32, 2, 2), (64, 256, 32, 2, 2),
+              (256, 128, 32, 2, 2), (192, 128, 32, 2, 2), (64, 128, 32, 4, 3)]
+        wg_deep = [(128, 128, 32, 4, 2), (128, 128, 32, 5, 3), (128, 128, 32, 6, 3), (128, 128, 64, 3, 2),
+                   (128, 128, 64, 4, 3), (128, 128, 64, 5, 3), (128, 256, 32, 4, 3), (128, 256, 64, 3, 2),
+                   (128, 256, 64, 4, 3), (256, 128, 64, 3, 2), (256, 128, 64, 4, 3), (192, 128, 64, 4, 3),
+                   (64, 256, 64, 4, 3), (256, 128, 64, 4, 2), (256, 128, 32, 6, 3), (256, 128, 32, 8, 3),
+                   (128, 256, 32, 6, 3), (128, 256, 32, 8, 3), (192, 128, 64, 5, 3), (192, 128, 32, 8, 3)]
+        bf16 = [(128, 128, 32, 3, 2), (128, 256, 64, 4, 3), (256, 128, 64, 4, 3)]
         if quick:
-            sync, wg = sync[:1], wg[:4]
-        todo = [("gemm-f16", t) for t in sync] + [("gemm-bf16", sync[0])]
-        todo += [("gemm-f16", t) for t in wg] + [("gemm-bf16", t) for t in wg[:1]]
-        for kind, (bm, bn, st, mma) in todo:
-            out.append((kind, {**g, "tile_m": bm, "tile_n": bn, "tile_k": 32, "stages": st, "mma": mma}))
+            sync, sync_deep, wg, wg_deep, bf16 = sync[:1], sync_deep[2:3], wg[1:2], wg_deep[4:9], bf16[1:2]
+        todo = [("gemm-f16", t) for t in sync + sync_deep] + [("gemm-bf16", sync[0])]
+        todo += [("gemm-f16", t) for t in wg + wg_deep]
+        todo += [("gemm-bf16", t) for t in bf16]
+        for kind, (bm, bn, bk, st, mma) in todo:
+            m = 4224 if bm == 192 else g["m"]  # 4096 is no multiple of 192
+            out.append((kind, {**g, "m": m, "tile_m": bm, "tile_n": bn, "tile_k": bk, "stages": st, "mma": mma}))
     else:
         tiles = [(128, 128, 32), (128, 128, 16), (128, 256, 16), (256, 128, 16), (64, 128, 32),
                  (128, 64, 32), (64, 64, 32)]

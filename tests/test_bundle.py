@@ -83,6 +83,18 @@ def test_manifest_json_matches_the_documented_layout(hbx: Path) -> None:
     assert v["entry"]["name"] == "main" and v["workgroups"] == [16, 1, 1]
 
 
+def test_dynamic_shared_memory_round_trips_and_old_manifests_read_as_zero(hbx: Path, tmp_path: Path) -> None:
+    d = _doc(hbx)
+    assert "dynamic_shared_bytes" not in d["executables"][0]["variants"][0]["entry"]  # written only when set
+    assert read_bundle(hbx).manifest.executables[0].variants[0].entry.dynamic_shared_bytes == 0
+    d["executables"][0]["variants"][0]["entry"]["dynamic_shared_bytes"] = 196608
+    b = read_bundle(_rewrite(hbx, tmp_path / "smem.hbx", manifest=d))
+    entry = b.manifest.executables[0].variants[0].entry
+    assert entry.dynamic_shared_bytes == 196608
+    assert b.manifest.to_dict()["executables"][0]["variants"][0]["entry"]["dynamic_shared_bytes"] == 196608
+    assert Manifest.from_dict(b.manifest.to_dict()) == b.manifest
+
+
 def test_writes_are_deterministic(tmp_path: Path) -> None:
     B.build(tmp_path / "a.hbx")
     B.build(tmp_path / "b.hbx")
@@ -217,6 +229,10 @@ def _steps(d: dict, fn: int = 0) -> list:
     (lambda d: d["weights"][1].update(init={"distribution": "cauchy"}), "cauchy"),
     (lambda d: d["executables"][0]["variants"][0].update(constants=[1]), "1 constants"),
     (lambda d: d["executables"][0]["variants"][0].update(workgroups=[0, 1, 1]), "positive"),
+    (lambda d: d["executables"][0]["variants"][0]["entry"].update(dynamic_shared_bytes=-1), "dynamic_shared_bytes"),
+    (lambda d: d["executables"][0]["variants"][0]["entry"].update(dynamic_shared_bytes=1 << 21),
+     "dynamic_shared_bytes"),
+    (lambda d: d["executables"][0]["variants"][0]["entry"].update(shared_bytes=4096), "shared_bytes"),
     (lambda d: d["executables"][0].update(variants=[]), "no variants"),
     (lambda d: d.update(functions=[d["functions"][0], d["functions"][0]]), "declared twice"),
     (lambda d: d.update(buffers="nope"), "must be list"),

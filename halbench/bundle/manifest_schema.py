@@ -105,6 +105,8 @@ class EntryDoc(_Strict):
     constants: Annotated[int, Field(ge=0, le=4096)] = 0
     workgroup_size: Annotated[list[Annotated[int, Field(ge=1, le=1 << 16)]],
                               Field(min_length=3, max_length=3)] = [1, 1, 1]
+    #: dynamic shared memory per workgroup in bytes (CUDA/HIP); absent in older bundles
+    dynamic_shared_bytes: Annotated[int, Field(ge=0, le=1 << 20)] = 0
 
 
 SmallInts = Annotated[list[Annotated[int, Field(ge=0, le=1 << 20)]], Field(max_length=8)]

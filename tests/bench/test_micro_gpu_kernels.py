@@ -11,12 +11,19 @@ import pytest
 from halbench.compiler.backends import Unsupported
 from halbench.compiler.backends.cuda import BACKEND as CUDA
 from halbench.compiler.backends.vulkan import BACKEND as VULKAN
-from halbench.compiler.codegen.micro_cuda import GEMM_TILES, WGMMA_TILES
+from halbench.compiler.codegen.micro_cuda import gemm_shared_bytes
 from halbench.probe.info import DeviceInfo, Features, Identity, Limits, MatrixShape
 
+#: what the CUDA probe reads as CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
+OPTIN = {"sm_80": 166912, "sm_90": 232448, "sm_90a": 232448}
 
-def _cuda_info(arch: str) -> DeviceInfo:
-    return DeviceInfo("cuda", 0, Identity("NVIDIA H100 80GB HBM3", vendor="NVIDIA", api="CUDA", arch=arch))
+
+def _cuda_info(arch: str, optin: bool = True) -> DeviceInfo:
+    attrs = {"max_shared_memory_per_block_bytes": 49152}
+    if optin and arch in OPTIN:
+        attrs["max_shared_memory_per_block_optin_bytes"] = OPTIN[arch]
+    return DeviceInfo("cuda", 0, Identity("NVIDIA H100 80GB HBM3", vendor="NVIDIA", api="CUDA", arch=arch),
+                      attributes=attrs)
 
 
 def _vulkan_info(coopmat: bool = True) -> DeviceInfo:
@@ -31,10 +38,20 @@ def _vulkan_info(coopmat: bool = True) -> DeviceInfo:
 
 CUDA_VARIANTS = [("copy", {"UNROLL": u}) for u in (1, 2, 4, 8)]
 CUDA_VARIANTS += [("fma_f32", {"CHAINS": c, "UNROLL": u}) for c in (16, 32, 64) for u in (1, 4)]
-CUDA_VARIANTS += [(k, {"BM": bm, "BN": bn, "STAGES": s, "MMA": 1}) for k in ("gemm_f16", "gemm_bf16")
-                  for (bm, bn), s in GEMM_TILES.items()]
-WGMMA_VARIANTS = [(k, {"BM": bm, "BN": bn, "STAGES": s, "MMA": mma}) for k in ("gemm_f16", "gemm_bf16")
-                  for (bm, bn), s in WGMMA_TILES.items() for mma in (2, 3) if s >= mma]
+# (BM, BN, BK, STAGES): the tiles that fitted 48 KiB of static shared memory, then the deeper
+# pipelines dynamic shared memory allows (up to 160 KiB here: A100's opt-in limit is 163 KiB)
+SYNC_TILES = [(128, 128, 32, 3), (128, 256, 32, 2), (256, 128, 32, 2), (64, 128, 32, 4), (128, 64, 32, 4),
+              (64, 64, 32, 6), (128, 128, 64, 4), (128, 128, 64, 5), (128, 256, 32, 4), (128, 256, 64, 3)]
+CUDA_VARIANTS += [(k, {"BM": bm, "BN": bn, "BK": bk, "STAGES": s, "MMA": 1}) for k in ("gemm_f16", "gemm_bf16")
+                  for bm, bn, bk, s in SYNC_TILES]
+# wgmma (sm_90a, 227 KiB): (BM, BN, BK, STAGES, MMA)
+WGMMA_TILES = [(128, 128, 32, 3, 2), (128, 128, 32, 3, 3), (64, 256, 32, 2, 2), (128, 256, 32, 2, 2),
+               (64, 128, 32, 4, 3), (192, 128, 32, 2, 2), (256, 128, 32, 2, 2),
+               (128, 256, 64, 3, 2), (128, 256, 64, 4, 3), (128, 128, 64, 4, 3), (128, 128, 64, 5, 3),
+               (192, 128, 64, 4, 3), (256, 128, 64, 3, 2)]
+WGMMA_VARIANTS = [("gemm_f16", {"BM": bm, "BN": bn, "BK": bk, "STAGES": s, "MMA": mma})
+                  for bm, bn, bk, s, mma in WGMMA_TILES]
+WGMMA_VARIANTS += [("gemm_bf16", {"BM": 128, "BN": 256, "BK": 64, "STAGES": 4, "MMA": 3})]
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90", "sm_90a"])
@@ -43,10 +60,14 @@ def test_nvrtc_builds_every_cuda_variant(kernel, options, arch) -> None:
     pytest.importorskip("cuda.bindings.nvrtc")
     mk = CUDA.micro_binary(kernel, "cuda-cubin-v1", _cuda_info(arch), options)
     assert mk.binary.data[:4] == b"\x7fELF"
+    entry = mk.binary.entries[0]
     if kernel.startswith("gemm_"):
-        bm, bn = options["BM"], options["BN"]
-        assert mk.tile == (bm, bn, 32) and mk.workgroup_size == 32 * (bm // 64) * (bn // 64)
+        bm, bn, bk = options["BM"], options["BN"], options["BK"]
+        assert mk.tile == (bm, bn, bk) and mk.workgroup_size == 32 * (bm // 64) * (bn // 64)
         assert "mma.sync" in mk.note
+        assert entry.dynamic_shared_bytes == gemm_shared_bytes(bm, bn, bk, options["STAGES"])
+    else:
+        assert entry.dynamic_shared_bytes == 0
 
 
 @pytest.mark.parametrize("fmt", ["cuda-cubin-v1", "cuda-ptx-v1"])
@@ -56,6 +77,9 @@ def test_nvrtc_builds_the_wgmma_gemm_for_sm90a(kernel, options, fmt) -> None:
     mk = CUDA.micro_binary(kernel, fmt, _cuda_info("sm_90"), options)
     assert mk.binary.target == "sm_90a"  # wgmma is arch-specific: the build is for sm_90a
     assert mk.workgroup_size == 128 * (options["BM"] // 64) and "wgmma" in mk.note
+    shared = mk.binary.entries[0].dynamic_shared_bytes
+    assert shared == gemm_shared_bytes(options["BM"], options["BN"], options["BK"], options["STAGES"])
+    assert shared <= OPTIN["sm_90"]
     if fmt == "cuda-ptx-v1":
         text = mk.binary.data.decode()
         assert ".target sm_90a" in text and f"wgmma.mma_async.sync.aligned.m64n{options['BN']}k16" in text
@@ -64,8 +88,18 @@ def test_nvrtc_builds_the_wgmma_gemm_for_sm90a(kernel, options, fmt) -> None:
 def test_cuda_gemm_refuses_what_it_cannot_build() -> None:
     with pytest.raises(Unsupported, match="sm_90 only"):
         CUDA.micro_binary("gemm_f16", "cuda-cubin-v1", _cuda_info("sm_80"), {"MMA": 3})
-    with pytest.raises(Unsupported, match="48 KiB"):
-        CUDA.micro_binary("gemm_f16", "cuda-cubin-v1", _cuda_info("sm_90"), {"BM": 128, "BN": 256, "STAGES": 3})
+    # a device that reports no opt-in keeps to 48 KiB per workgroup
+    with pytest.raises(Unsupported, match="needs 72 KiB of shared memory; cuda://0 has 48 KiB"):
+        CUDA.micro_binary("gemm_f16", "cuda-cubin-v1", _cuda_info("sm_90", optin=False),
+                          {"BM": 128, "BN": 256, "STAGES": 3})
+    # 128x256x64, 4 stages (192 KiB) fits the H100's 227 KiB but not the A100's 163 KiB
+    deep = {"BM": 128, "BN": 256, "BK": 64, "STAGES": 4, "MMA": 1}
+    with pytest.raises(Unsupported, match="needs 192 KiB of shared memory; cuda://0 has 163 KiB"):
+        CUDA.micro_binary("gemm_f16", "cuda-cubin-v1", _cuda_info("sm_80"), deep)
+    with pytest.raises(Unsupported, match="needs 240 KiB.*use fewer stages"):
+        CUDA.micro_binary("gemm_f16", "cuda-cubin-v1", _cuda_info("sm_90"), {**deep, "STAGES": 5})
+    with pytest.raises(Unsupported, match="tile_k in"):
+        CUDA.micro_binary("gemm_f16", "cuda-cubin-v1", _cuda_info("sm_90"), {"BK": 16})
     with pytest.raises(Unsupported, match="sm_80 or newer"):
         CUDA.micro_binary("gemm_f16", "cuda-cubin-v1", _cuda_info("sm_75"), {})
 

@@ -29,7 +29,8 @@ Kernel-shaping parameters (they travel to the backend as #defines; a backend tha
 honour one skips the benchmark with the reason): ``bandwidth-copy`` ``unroll`` (vec4 loads per
 thread before its stores) and ``workgroups`` (grid cap; workgroups stride over the tiles);
 ``fma-f32`` ``chains``, ``unroll`` (loop body repeats) and ``vector`` (4: the old vec4 GLSL
-kernel); ``gemm-*`` ``tile_m``, ``tile_n``, ``tile_k`` and ``stages`` (CUDA's cp.async depth).
+kernel); ``gemm-*`` ``tile_m``, ``tile_n``, ``tile_k`` and ``stages`` (CUDA's cp.async depth: the stages sit in
+dynamic shared memory, up to the device's per-workgroup limit) and ``mma`` (CUDA's instruction).
 GEMM operands: A [m, k] and B [n, k] row-major (B holds one output column per row).
 """
 

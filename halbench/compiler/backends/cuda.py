@@ -38,60 +38,85 @@ def micro_c(kernel: str, fmt: str, info: Any, kernels: frozenset[str], build,
     if opts.pop("VECTOR", 1) != 1:
         raise Unsupported("fma-f32 vector 4 is the old Vulkan kernel (vec4 chains); the C kernel has scalar chains")
     defines = {**OPTIONS.get(kernel, {}), **opts}
-    unknown = sorted(set(defines) - set(OPTIONS.get(kernel, {})) - {"BK", "MMA"})
+    unknown = sorted(set(defines) - set(OPTIONS.get(kernel, {})) - {"MMA"})
     if unknown:
         raise Unsupported(f"the C {kernel} kernel takes no option {', '.join(unknown).lower()}")
     nbind, nconst, wg = MICRO_ABI[kernel]
     matrix = tile = None
     note = ""
+    shared = 0
     if kernel.startswith("matrix_"):
         wg, matrix = 128, (16, 16, 16, 32)  # WMMA 16x16x16, 4 warps of 32
     arch = info.identity.arch
     if not arch:
         raise Unsupported(f"{info.uri} reports no arch to compile the micro kernels for")
     if kernel.startswith("gemm_"):
-        wg, tile, note, arch = _gemm_variant(defines, arch, info.uri)
+        wg, tile, note, arch, shared = _gemm_variant(defines, arch, info)
     data = build(kernel, arch, f"micro_{kernel}", defines)
-    entry = EntryPoint("micro", nbind, nconst, (wg, 1, 1))
+    entry = EntryPoint("micro", nbind, nconst, (wg, 1, 1), shared)
     return MicroKernel(ExecutableBinary(fmt, data, (entry,), arch), wg, matrix, note, tile)
 
 
-#: what ``mma: 0`` (the default) picks: 1 (mma.sync) until the wgmma kernel has been checked on an
-#: H100 (scripts/gpu_peaks.py); then 3 on sm_90.
-GEMM_AUTO_SM90 = 1
+#: what ``mma: 0`` (the default) picks on sm_90: wgmma with no group in flight, checked on an H100
+#: (scripts/gpu_peaks.py: 438 TFLOP/s at the default 128x128x32 3-stage tile against mma.sync's 364
+#: and 313 with one group in flight, whose 3 stages leave one tile of prefetch).
+GEMM_AUTO_SM90 = 2
 
 
-def _gemm_variant(defines: dict[str, int], arch: str, uri: str) -> tuple[int, tuple[int, int, int], str, str]:
-    """Workgroup size, tile, note and arch of the GEMM that ``defines`` ask for (they are updated
-    in place: MMA -> WGMMA and INFLIGHT). mma 1: mma.sync (sm_80+); 2: wgmma waiting for each k
-    tile; 3: wgmma keeping one group in flight (sm_90, built for sm_90a)."""
-    from halbench.compiler.codegen.micro_cuda import GEMM_TILES, WGMMA_TILES
+def shared_memory_limit(info: Any) -> int:
+    """Shared memory one workgroup may use on ``info``'s device with the kernel opted in (the
+    probe's CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN), else without, else 48 KiB."""
+    attrs = getattr(info, "attributes", None) or {}
+    for key in ("max_shared_memory_per_block_optin_bytes", "max_shared_memory_per_block_bytes"):
+        if attrs.get(key):
+            return int(attrs[key])
+    return int(getattr(getattr(info, "limits", None), "max_shared_memory_bytes", None) or 48 * 1024)
 
+
+def _gemm_variant(defines: dict[str, int], arch: str, info: Any) -> tuple[int, tuple[int, int, int], str, str, int]:
+    """Workgroup size, tile, note, arch and dynamic shared memory bytes of the GEMM that
+    ``defines`` ask for (they are updated in place: MMA -> WGMMA and INFLIGHT). mma 1: mma.sync
+    (sm_80+); 2: wgmma waiting for each k tile; 3: wgmma keeping one group in flight (sm_90, built
+    for sm_90a). The stages' tiles must fit the device's shared memory per workgroup."""
+    from halbench.compiler.codegen.micro_cuda import (
+        GEMM_MAX_STAGES,
+        GEMM_TILE_K,
+        GEMM_TILES,
+        WGMMA_TILES,
+        gemm_shared_bytes,
+    )
+
+    uri = info.uri
     if not arch.startswith("sm_") or int(arch[3:].rstrip("a")) < 80:
         raise Unsupported(f"{uri} ({arch}) has no mma.sync.m16n8k16 (needs sm_80 or newer)")
     sm90 = arch.rstrip("a") == "sm_90"
     mma = defines.pop("MMA", 0) or (GEMM_AUTO_SM90 if sm90 else 1)
-    bm, bn, bk, stages = defines["BM"], defines["BN"], defines.pop("BK", 32), defines["STAGES"]
+    bm, bn, bk, stages = defines["BM"], defines["BN"], defines["BK"], defines["STAGES"]
+    if mma not in (1, 2, 3):
+        raise Unsupported(f"gemm mma {mma}: use 1 (mma.sync), 2 or 3 (wgmma)")
+    if mma > 1 and not sm90:
+        raise Unsupported(f"{uri} ({arch}) has no wgmma (sm_90 only); use mma 1")
+    inflight = max(mma - 2, 0)
+    tiles = GEMM_TILES if mma == 1 else WGMMA_TILES
+    name = "mma.sync" if mma == 1 else "wgmma"
+    if (bm, bn) not in tiles or bk not in GEMM_TILE_K or not 2 + inflight <= stages <= GEMM_MAX_STAGES:
+        raise Unsupported(f"gemm tile {bm}x{bn}x{bk} with {stages} stages: the {name} kernel takes (tile_m, "
+                          f"tile_n) in {list(tiles)}, tile_k in {list(GEMM_TILE_K)} and {2 + inflight} to "
+                          f"{GEMM_MAX_STAGES} stages")
+    shared = gemm_shared_bytes(bm, bn, bk, stages)
+    limit = shared_memory_limit(info)
+    if shared > limit:
+        raise Unsupported(f"gemm tile {bm}x{bn}x{bk} with {stages} stages needs {shared // 1024} KiB of shared "
+                          f"memory; {uri} has {limit // 1024} KiB per workgroup: use fewer stages or a smaller tile")
     if mma == 1:
-        if (bm, bn) not in GEMM_TILES or bk != 32 or not 2 <= stages <= GEMM_TILES[(bm, bn)]:
-            raise Unsupported(f"gemm tile {bm}x{bn}x{bk} with {stages} stages: the mma.sync kernel takes "
-                              f"tile_k 32 and (tile_m, tile_n): most stages {GEMM_TILES} (48 KiB of "
-                              f"static shared memory)")
         defines.update(WGMMA=0, INFLIGHT=0)
         return (32 * (bm // 64) * (bn // 64), (bm, bn, bk),
-                f"mma.sync m16n8k16 + ldmatrix, {bm}x{bn}x{bk} tiles, {stages}-stage cp.async pipeline", arch)
-    if mma not in (2, 3):
-        raise Unsupported(f"gemm mma {mma}: use 1 (mma.sync), 2 or 3 (wgmma)")
-    if not sm90:
-        raise Unsupported(f"{uri} ({arch}) has no wgmma (sm_90 only); use mma 1")
-    inflight = mma - 2
-    if (bm, bn) not in WGMMA_TILES or bk != 32 or not 2 + inflight <= stages <= WGMMA_TILES[(bm, bn)]:
-        raise Unsupported(f"gemm tile {bm}x{bn}x{bk} with {stages} stages: the wgmma kernel takes tile_k 32, "
-                          f"(tile_m, tile_n): most stages {WGMMA_TILES}, and at least {2 + inflight} stages")
+                (f"mma.sync m16n8k16 + ldmatrix, {bm}x{bn}x{bk} tiles, {stages}-stage cp.async pipeline "
+                 f"({shared // 1024} KiB shared)"), arch, shared)
     defines.update(WGMMA=1, INFLIGHT=inflight)
     return (128 * (bm // 64), (bm, bn, bk),
             (f"wgmma m64n{bn}k16 from swizzled shared memory, {bm}x{bn}x{bk} tiles, {stages}-stage cp.async "
-             f"pipeline, {inflight} wgmma group(s) in flight"), "sm_90a")
+             f"pipeline ({shared // 1024} KiB shared), {inflight} wgmma group(s) in flight"), "sm_90a", shared)
 
 
 def _micro(kernel: str, fmt: str, info: Any, options: dict[str, int] | None = None) -> MicroKernel:

@@ -121,27 +121,52 @@ extern "C" __global__ void micro(uint* buf) {}""",
 
 # C[M,N] = A[M,K] x B[N,K]^T: A and B row-major with K contiguous (B holds one output column per
 # row, like a Linear layer's weight), f32 accumulation, C rounded to the operand type. Blocks of
-# BM x BN (a grouped raster: 8 block rows share B tiles in L2), BK = 32, STAGES cp.async stages
-# in XOR-swizzled shared memory (static, at most 48 KiB), warps of 64 x 64 made of 4 x 8
+# BM x BN (a grouped raster: 8 block rows share B tiles in L2), BK = 32 or 64, STAGES cp.async
+# stages in XOR-swizzled dynamic shared memory (gemm_shared_bytes(): the host passes the size at
+# launch and the driver opts the kernel in past 48 KiB), warps of 64 x 64 made of 4 x 8
 # mma.sync.m16n8k16 tiles whose operands come from ldmatrix. The host refuses shapes that are not
 # multiples of the tile; the kernel re-checks and writes nothing then, so it never reads or
 # writes outside the buffers.
-_GEMM_MMA = r"""
-#define BK 32
-#define WARPS_M (BM / 64)
-#define WARPS_N (BN / 64)
-#define THREADS (32 * WARPS_M * WARPS_N)
-#define MINBLOCKS (THREADS <= 128 ? 2 : 1)
-
+#
+# A stage holds the A tile then the B tile, each as BK / 32 sub-tiles of [rows][32] elements
+# (64-byte rows): 16-byte chunk c of row r of sub-tile s sits at s * rows * 32 + swz(r, c).
+_GEMM_COMMON = r"""
+#define KSUB (BK / 32)
+#define STAGE_ELEMS ((BM + BN) * BK)
 __device__ __forceinline__ uint smem_addr(const void* p) { return (uint)__cvta_generic_to_shared(p); }
 // offset in elements of 16-byte chunk c (0..3) of row r of a [rows][32] tile, XOR-swizzled so that
-// ldmatrix's eight row reads and cp.async's writes hit eight different bank groups
+// ldmatrix's eight row reads and cp.async's writes hit eight different bank groups (and the
+// layout wgmma's 64-byte swizzle expects)
 __device__ __forceinline__ uint swz(uint r, uint c) { return r * 32u + ((c ^ ((r >> 1) & 3u)) << 3); }
 __device__ __forceinline__ void cp_async16(void* dst, const void* src) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"(smem_addr(dst)), "l"(src));
 }
 __device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N> __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(N)); }
+template <int N> __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory"); }
+// ROWS x BK elements at g (row stride K, from column k0) into the sub-tiles at s
+template <uint ROWS> __device__ __forceinline__ void load_rows(T* s, const T* g, uint K, uint k0, uint tid) {
+  const uint chunks = ROWS * (BK / 8);
+  #pragma unroll
+  for (uint j = 0; j < (chunks + THREADS - 1) / THREADS; j++) {
+    uint i = tid + j * THREADS;
+    if (chunks % THREADS == 0 || i < chunks) {
+      uint r = i / (BK / 8), c = i % (BK / 8);
+      cp_async16(s + (c >> 2) * (ROWS * 32u) + swz(r, c & 3u), g + (size_t)r * K + k0 + c * 8u);
+    }
+  }
+}
+__device__ __forceinline__ void load_tile(T* stage, const T* ag, const T* bg, uint K, uint k0, uint tid) {
+  load_rows<BM>(stage, ag, K, k0, tid);
+  load_rows<BN>(stage + BM * BK, bg, K, k0, tid);
+}
+"""
+
+_GEMM_MMA = r"""
+#define WARPS_M (BM / 64)
+#define WARPS_N (BN / 64)
+#define THREADS (32 * WARPS_M * WARPS_N)
+#define MINBLOCKS (THREADS <= 128 ? 2 : 1)
+GEMM_COMMON
 __device__ __forceinline__ void ldsm_x4(uint* r, uint addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
@@ -152,23 +177,11 @@ __device__ __forceinline__ void mma16816(float* c, const uint* a, const uint* b)
                : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
-__device__ __forceinline__ void load_tile(T* sa, T* sb, const T* ag, const T* bg, uint K, uint k0, uint tid) {
-  #pragma unroll
-  for (uint j = 0; j < BM * 4 / THREADS; j++) {
-    uint i = tid + j * THREADS;
-    cp_async16(sa + swz(i >> 2, i & 3u), ag + (size_t)(i >> 2) * K + k0 + (i & 3u) * 8u);
-  }
-  #pragma unroll
-  for (uint j = 0; j < BN * 4 / THREADS; j++) {
-    uint i = tid + j * THREADS;
-    cp_async16(sb + swz(i >> 2, i & 3u), bg + (size_t)(i >> 2) * K + k0 + (i & 3u) * 8u);
-  }
-}
 
 extern "C" __global__ void __launch_bounds__(THREADS, MINBLOCKS)
 micro(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, uint M, uint N, uint K) {
-  __shared__ __align__(128) T sA[STAGES][BM * BK];
-  __shared__ __align__(128) T sB[STAGES][BN * BK];
+  extern __shared__ __align__(1024) unsigned char hb_smem[];  // STAGES * STAGE_ELEMS elements
+  T* const smem = (T*)hb_smem;
   if (M % BM || N % BN || K % BK || K == 0) return;
   uint tiles_m = M / BM, tiles_n = N / BN, pid = blockIdx.x;
   if (pid >= tiles_m * tiles_n) return;
@@ -188,27 +201,29 @@ micro(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, uint 
   uint KT = K / BK;
   #pragma unroll
   for (uint s = 0; s < STAGES - 1; s++) {
-    if (s < KT) load_tile(sA[s], sB[s], ag, bg, K, s * BK, tid);
+    if (s < KT) load_tile(smem + s * STAGE_ELEMS, ag, bg, K, s * BK, tid);
     cp_commit();
   }
   for (uint kt = 0; kt < KT; kt++) {
     cp_wait<STAGES - 2>();
     __syncthreads();  // tile kt landed for every thread; stage (kt - 1) % STAGES is free again
     uint nk = kt + STAGES - 1;
-    if (nk < KT) load_tile(sA[nk % STAGES], sB[nk % STAGES], ag, bg, K, nk * BK, tid);
+    if (nk < KT) load_tile(smem + (nk % STAGES) * STAGE_ELEMS, ag, bg, K, nk * BK, tid);
     cp_commit();
-    const T* sa = sA[kt % STAGES];
-    const T* sb = sB[kt % STAGES];
+    const T* stage = smem + (kt % STAGES) * STAGE_ELEMS;
     #pragma unroll
-    for (uint kk = 0; kk < 2; kk++) {
+    for (uint kk = 0; kk < BK / 16; kk++) {
+      const T* sa = stage + (kk >> 1) * (BM * 32u);
+      const T* sb = stage + BM * BK + (kk >> 1) * (BN * 32u);
+      uint h = kk & 1u;
       uint af[4][4], bf[8][2];
       #pragma unroll
       for (uint mi = 0; mi < 4; mi++)
-        ldsm_x4(af[mi], smem_addr(sa + swz(wm * 64u + mi * 16u + (lane & 15u), kk * 2u + (lane >> 4))));
+        ldsm_x4(af[mi], smem_addr(sa + swz(wm * 64u + mi * 16u + (lane & 15u), h * 2u + (lane >> 4))));
       #pragma unroll
       for (uint nj = 0; nj < 4; nj++) {
         uint t[4], mat = lane >> 3;
-        ldsm_x4(t, smem_addr(sb + swz(wn * 64u + nj * 16u + (mat >> 1) * 8u + (lane & 7u), kk * 2u + (mat & 1u))));
+        ldsm_x4(t, smem_addr(sb + swz(wn * 64u + nj * 16u + (mat >> 1) * 8u + (lane & 7u), h * 2u + (mat & 1u))));
         bf[2 * nj][0] = t[0]; bf[2 * nj][1] = t[1]; bf[2 * nj + 1][0] = t[2]; bf[2 * nj + 1][1] = t[3];
       }
       #pragma unroll
@@ -236,47 +251,28 @@ _GEMM_TYPES = {
     "gemm_bf16": "#include <cuda_bf16.h>\ntypedef __nv_bfloat16 T;\ntypedef __nv_bfloat162 T2;\n"
                  "#define PACK2 __floats2bfloat162_rn\n#define MMA_TYPE \"bf16\"\n",
 }
+_GEMM_MMA = _GEMM_MMA.replace("GEMM_COMMON", _GEMM_COMMON)
 for _k, _t in _GEMM_TYPES.items():
     SOURCES[_k] = _t + _GEMM_MMA
 
 # The same GEMM through Hopper's warpgroup MMA (sm_90a): BM / 64 warpgroups of 128 threads, each
 # computing a 64 x BN slab with wgmma.mma_async.m64nBNk16 (f32 accumulators in registers, A and B
 # read straight from shared memory through matrix descriptors). Tiles land by cp.async in the
-# layout wgmma's 64-byte swizzle expects (rows of BK = 32 elements = 64 bytes, 16-byte chunk c of
-# row r at chunk c ^ ((r >> 1) & 3), 512-byte aligned atoms of 8 rows: the same XOR as swz()).
+# layout wgmma's 64-byte swizzle expects (each 32-wide k sub-tile has rows of 64 bytes, 16-byte
+# chunk c of row r at chunk c ^ ((r >> 1) & 3), 512-byte aligned atoms of 8 rows: swz()).
 # INFLIGHT (0 or 1) wgmma groups stay in flight across k tiles; the cp.async prefetch then runs
 # STAGES - 1 - INFLIGHT tiles ahead. Shapes not multiples of the tile write nothing.
 _GEMM_WGMMA = r"""
-#define BK 32
 #define NWG (BM / 64)
 #define THREADS (128 * NWG)
 #define NACC (BN / 2)
 #define AHEAD (STAGES - 1 - INFLIGHT)
-
-__device__ __forceinline__ uint smem_addr(const void* p) { return (uint)__cvta_generic_to_shared(p); }
-__device__ __forceinline__ uint swz(uint r, uint c) { return r * 32u + ((c ^ ((r >> 1) & 3u)) << 3); }
-__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"(smem_addr(dst)), "l"(src));
-}
-__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N> __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory"); }
+GEMM_COMMON
 // K-major operand, 64-byte swizzle (mode 2 in bits 62-63), 8-row groups 512 bytes apart (SBO),
 // leading offset unused for swizzled K-major layouts (1, as CUTLASS sets it)
 __device__ __forceinline__ unsigned long long wg_desc(const void* p) {
   unsigned long long a = smem_addr(p);
   return ((a & 0x3FFFFull) >> 4) | (1ull << 16) | ((512ull >> 4) << 32) | (2ull << 62);
-}
-__device__ __forceinline__ void load_tile(T* sa, T* sb, const T* ag, const T* bg, uint K, uint k0, uint tid) {
-  #pragma unroll
-  for (uint j = 0; j < BM * 4 / THREADS; j++) {
-    uint i = tid + j * THREADS;
-    cp_async16(sa + swz(i >> 2, i & 3u), ag + (size_t)(i >> 2) * K + k0 + (i & 3u) * 8u);
-  }
-  #pragma unroll
-  for (uint j = 0; j < BN * 4 / THREADS; j++) {
-    uint i = tid + j * THREADS;
-    cp_async16(sb + swz(i >> 2, i & 3u), bg + (size_t)(i >> 2) * K + k0 + (i & 3u) * 8u);
-  }
 }
 __device__ __forceinline__ void wgmma(float* d, unsigned long long da, unsigned long long db, uint acc) {
   WGMMA_ASM
@@ -290,8 +286,8 @@ __device__ __forceinline__ void fence_acc(float* d) {
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
 micro(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, uint M, uint N, uint K) {
-  __shared__ __align__(1024) T sA[STAGES][BM * BK];
-  __shared__ __align__(1024) T sB[STAGES][BN * BK];
+  extern __shared__ __align__(1024) unsigned char hb_smem[];  // STAGES * STAGE_ELEMS elements
+  T* const smem = (T*)hb_smem;
   if (M % BM || N % BN || K % BK || K == 0) return;
   uint tiles_m = M / BM, tiles_n = N / BN, pid = blockIdx.x;
   if (pid >= tiles_m * tiles_n) return;
@@ -304,7 +300,7 @@ micro(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, uint 
   uint KT = K / BK;
   #pragma unroll
   for (uint s = 0; s < AHEAD; s++) {
-    if (s < KT) load_tile(sA[s], sB[s], ag, bg, K, s * BK, tid);
+    if (s < KT) load_tile(smem + s * STAGE_ELEMS, ag, bg, K, s * BK, tid);
     cp_commit();
   }
   for (uint kt = 0; kt < KT; kt++) {
@@ -312,14 +308,16 @@ micro(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, uint 
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // cp.async data -> wgmma's proxy
     __syncthreads();  // tile kt is in; every warpgroup finished its wgmma of tile kt - 1 - INFLIGHT
     uint nk = kt + AHEAD;
-    if (nk < KT) load_tile(sA[nk % STAGES], sB[nk % STAGES], ag, bg, K, nk * BK, tid);
+    if (nk < KT) load_tile(smem + (nk % STAGES) * STAGE_ELEMS, ag, bg, K, nk * BK, tid);
     cp_commit();
-    const T* sa = sA[kt % STAGES] + wg * 64u * BK;
-    const T* sb = sB[kt % STAGES];
+    const T* sa = smem + (kt % STAGES) * STAGE_ELEMS + wg * 64u * 32u;
+    const T* sb = smem + (kt % STAGES) * STAGE_ELEMS + BM * BK;
     fence_acc(d);
     asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
     #pragma unroll
-    for (uint kk = 0; kk < BK / 16; kk++) wgmma(d, wg_desc(sa + kk * 16u), wg_desc(sb + kk * 16u), kt | kk);
+    for (uint kk = 0; kk < BK / 16; kk++)  // k16 step kk: sub-tile kk / 2, 32 bytes in when odd
+      wgmma(d, wg_desc(sa + (kk >> 1) * (BM * 32u) + (kk & 1u) * 16u),
+            wg_desc(sb + (kk >> 1) * (BN * 32u) + (kk & 1u) * 16u), kt | kk);
     asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
     fence_acc(d);
     asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(INFLIGHT) : "memory");
@@ -353,22 +351,32 @@ def _wgmma_asm(bn: int, mma_type: str) -> str:
 def gemm_wgmma_source(kernel: str, bn: int) -> str:
     """The wgmma GEMM (sm_90a) for ``gemm_f16`` / ``gemm_bf16`` with N tile ``bn``."""
     mma_type = "bf16" if kernel == "gemm_bf16" else "f16"
-    return _GEMM_TYPES[kernel] + _GEMM_WGMMA.replace("WGMMA_ASM", _wgmma_asm(bn, mma_type))
+    return _GEMM_TYPES[kernel] + _GEMM_WGMMA.replace("GEMM_COMMON", _GEMM_COMMON).replace(
+        "WGMMA_ASM", _wgmma_asm(bn, mma_type))
 
 
 #: the kernel-shaping options of each kernel and their defaults (become #defines)
 OPTIONS: dict[str, dict[str, int]] = {
     "copy": {"UNROLL": 4},
     "fma_f32": {"CHAINS": 32, "UNROLL": 4},
-    "gemm_f16": {"BM": 128, "BN": 128, "STAGES": 3, "WGMMA": 0, "INFLIGHT": 0},
-    "gemm_bf16": {"BM": 128, "BN": 128, "STAGES": 3, "WGMMA": 0, "INFLIGHT": 0},
+    "gemm_f16": {"BM": 128, "BN": 128, "BK": 32, "STAGES": 3, "WGMMA": 0, "INFLIGHT": 0},
+    "gemm_bf16": {"BM": 128, "BN": 128, "BK": 32, "STAGES": 3, "WGMMA": 0, "INFLIGHT": 0},
 }
 
-#: tiles the wgmma kernel takes: (BM, BN) -> most stages in 48 KiB of static shared memory
-WGMMA_TILES = {(128, 128): 3, (64, 256): 2, (128, 256): 2, (64, 128): 4, (192, 128): 2, (256, 128): 2}
+#: (BM, BN) tiles the wgmma kernel takes (the stages are bounded by shared memory alone)
+WGMMA_TILES = ((128, 128), (64, 256), (128, 256), (64, 128), (192, 128), (256, 128))
 
-#: gemm tiles the mma.sync kernel takes: (BM, BN) -> most stages in 48 KiB of static shared memory
-GEMM_TILES = {(128, 128): 3, (128, 256): 2, (256, 128): 2, (64, 128): 4, (128, 64): 4, (64, 64): 6}
+#: (BM, BN) tiles the mma.sync kernel takes
+GEMM_TILES = ((128, 128), (128, 256), (256, 128), (64, 128), (128, 64), (64, 64))
+
+#: k tiles both GEMM kernels take, and the most pipeline stages
+GEMM_TILE_K = (32, 64)
+GEMM_MAX_STAGES = 8
+
+
+def gemm_shared_bytes(bm: int, bn: int, bk: int, stages: int) -> int:
+    """Dynamic shared memory of a GEMM kernel: ``stages`` A and B tiles of 2-byte elements."""
+    return stages * (bm + bn) * bk * 2
 
 
 # The bf16 kernel is the f16 one with the operand type swapped.

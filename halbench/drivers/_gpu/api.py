@@ -191,9 +191,18 @@ class GpuApi(ABC):
     def function_max_threads(self, function: Any) -> int: ...
 
     @abstractmethod
+    def function_static_shared(self, function: Any) -> int:
+        """Bytes of static ``__shared__`` memory the kernel declares."""
+
+    @abstractmethod
+    def function_allow_dynamic_shared(self, function: Any, nbytes: int) -> None:
+        """Opt the kernel in to ``nbytes`` of dynamic shared memory (needed past 48 KiB)."""
+
+    @abstractmethod
     def launch(self, function: Any, grid: tuple[int, int, int], block: tuple[int, int, int],
-               params_ptr: int, stream: Any) -> None:
-        """Launch with a prepared ``void**`` parameter array at ``params_ptr``."""
+               params_ptr: int, stream: Any, shared_bytes: int = 0) -> None:
+        """Launch with a prepared ``void**`` parameter array at ``params_ptr`` and
+        ``shared_bytes`` of dynamic shared memory."""
 
     # -- graphs -----------------------------------------------------------------------
     @abstractmethod
@@ -204,7 +213,7 @@ class GpuApi(ABC):
 
     @abstractmethod
     def graph_add_kernel(self, graph: Any, deps: list[Any], function: Any, grid: tuple[int, int, int],
-                         block: tuple[int, int, int], params_ptr: int) -> Any: ...
+                         block: tuple[int, int, int], params_ptr: int, shared_bytes: int = 0) -> Any: ...
 
     @abstractmethod
     def graph_add_copy(self, graph: Any, deps: list[Any], dst: int, src: int, nbytes: int,

@@ -24,7 +24,7 @@ __all__ = ["GpuCommandBuffer"]
 class GpuCommandBuffer(CommandBuffer):
     def __init__(self, device: Any, profile: bool):
         super().__init__(device, profile)
-        # ("kernel", function, grid, block, KernelParams) | ("copy", dst, src, n) |
+        # ("kernel", function, grid, block, KernelParams, dynamic shared bytes) | ("copy", dst, src, n) |
         # ("fill", dst, word, count) | ("barrier",)
         self.ops: list[tuple] = []
         self.exec: Any = None  # the graph replayed per submit (profiled one when profile=True)
@@ -39,7 +39,8 @@ class GpuCommandBuffer(CommandBuffer):
     def _dispatch(self, executable: Executable, entry: EntryPoint, workgroups: tuple[int, int, int],
                   bindings: tuple[BufferBinding, ...], constants: np.ndarray) -> None:
         fn = executable.functions[entry.name]
-        self.ops.append(("kernel", fn, workgroups, entry.workgroup_size, KernelParams(bindings, constants)))
+        self.ops.append(("kernel", fn, workgroups, entry.workgroup_size, KernelParams(bindings, constants),
+                         entry.dynamic_shared_bytes))
 
     def _barrier(self) -> None:
         self.ops.append(("barrier",))
@@ -78,18 +79,18 @@ class GpuCommandBuffer(CommandBuffer):
                     deps = segment
                 segment = []
             elif kind == "kernel":
-                _, fn, grid, block, params = op
+                _, fn, grid, block, params, shared = op
                 if with_events:
                     # Profiled: every dispatch after the previous one, as Vulkan's timestamps
                     # order them, so its events time it alone and not its overlap with
                     # neighbours (the opt-in unprofiled total keeps the concurrent time).
                     start, end = self.dispatch_events[k]
                     node = api.graph_add_event_record(graph, chain or deps, start)
-                    node = api.graph_add_kernel(graph, [node], fn, grid, block, params.ptr)
+                    node = api.graph_add_kernel(graph, [node], fn, grid, block, params.ptr, shared)
                     node = api.graph_add_event_record(graph, [node], end)
                     chain = [node]
                 else:
-                    node = api.graph_add_kernel(graph, deps, fn, grid, block, params.ptr)
+                    node = api.graph_add_kernel(graph, deps, fn, grid, block, params.ptr, shared)
                 k += 1
                 segment.append(node)
             elif kind == "copy":
@@ -125,7 +126,7 @@ class GpuCommandBuffer(CommandBuffer):
             if kind == "kernel":
                 if with_events:
                     api.event_record(self.dispatch_events[k][0], stream)
-                api.launch(op[1], op[2], op[3], op[4].ptr, stream)
+                api.launch(op[1], op[2], op[3], op[4].ptr, stream, op[5])
                 if with_events:
                     api.event_record(self.dispatch_events[k][1], stream)
                 k += 1

@@ -43,6 +43,16 @@ def _env_flag(name: str, default: bool) -> bool:
     return default if v is None else v.strip().lower() not in ("0", "false", "no", "off", "")
 
 
+def _shared_limit(api: GpuApi, ordinal: int) -> int:
+    """The opt-in per-block shared memory limit, else the plain one (an API without the opt-in
+    attribute has no opt-in)."""
+    try:
+        optin = api.attribute(ordinal, "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN")
+    except (DriverError, AttributeError, KeyError):
+        optin = 0
+    return optin or api.attribute(ordinal, "MAX_SHARED_MEMORY_PER_BLOCK")
+
+
 #: cuEventElapsedTime resolves about half a microsecond.
 _EVENT_RESOLUTION_NS = 500.0
 
@@ -78,6 +88,7 @@ class GpuDevice(Device):
 
     binding_alignment = 16
     transfer_alignment = 4
+    dynamic_shared_memory = True
 
     def __init__(self, info: Any, uri: str, api: GpuApi, ordinal: int, formats: tuple[str, ...]):
         super().__init__(info, uri)
@@ -93,6 +104,8 @@ class GpuDevice(Device):
         self.arch = api.arch(ordinal)
         self.max_workgroup_count = tuple(api.attribute(ordinal, f"MAX_GRID_DIM_{a}") for a in "XYZ")
         self.max_workgroup_size = tuple(api.attribute(ordinal, f"MAX_BLOCK_DIM_{a}") for a in "XYZ")
+        #: Shared memory one workgroup may use, static plus dynamic, with the kernel opted in.
+        self.shared_memory_limit = _shared_limit(api, ordinal)
         # Device-side semaphore waits need 64-bit stream memory operations; without them a
         # submission's unmet waits are waited for on the host (bounded) before it is queued.
         self.stream_memops = api.supports_stream_memops(ordinal) and _env_flag(prefix + "STREAM_MEMOPS", True)

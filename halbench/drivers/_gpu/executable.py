@@ -13,7 +13,11 @@ import numpy as np
 from halbench.errors import UserError
 from halbench.hal import BufferBinding, Executable, ExecutableBinary
 
-__all__ = ["GpuExecutable", "KernelParams", "register_arch_check", "release_modules"]
+__all__ = ["DEFAULT_SHARED_BYTES", "GpuExecutable", "KernelParams", "check_shared_memory", "register_arch_check",
+           "release_modules"]
+
+#: Shared memory a kernel may use without opting in (CUDA; HIP's LDS limit is at least this).
+DEFAULT_SHARED_BYTES = 48 * 1024
 
 # (api, ordinal, context, sha256) -> [module, users]. Loading the same PTX twice JIT-compiles
 # once; the module lives until the last executable using it is freed.
@@ -21,6 +25,17 @@ _modules: dict[tuple, list] = {}
 
 # format -> check(device, binary) raising UserError when the binary cannot run on the device.
 _arch_checks: dict[str, Callable[[Any, ExecutableBinary], None]] = {}
+
+
+def check_shared_memory(entry: str, dynamic: int, static: int, limit: int, uri: str) -> None:
+    """Refuse a kernel whose static plus dynamic shared memory exceeds the device's per-block
+    limit (``limit``: the opt-in limit, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN),
+    in one line naming the sizes and the way out."""
+    if dynamic + static > limit:
+        static_part = f" plus {static} bytes of static" if static else ""
+        raise UserError(f"entry '{entry}' needs {dynamic} bytes of dynamic{static_part} shared memory, more than "
+                        f"the {limit} bytes ({limit / 1024:g} KiB) a workgroup may use on {uri}; use a smaller "
+                        f"tile or fewer pipeline stages")
 
 
 def register_arch_check(fmt: str, check: Callable[[Any, ExecutableBinary], None]) -> None:
@@ -53,6 +68,14 @@ class GpuExecutable(Executable):
                 if threads > limit:
                     raise UserError(f"entry '{ep.name}': workgroup size {ep.workgroup_size} ({threads} threads) "
                                     f"exceeds the kernel's limit of {limit} threads on {device.uri}")
+                if ep.dynamic_shared_bytes:
+                    static = api.function_static_shared(fn)
+                    check_shared_memory(ep.name, ep.dynamic_shared_bytes, static, device.shared_memory_limit,
+                                        device.uri)
+                    if ep.dynamic_shared_bytes + static > DEFAULT_SHARED_BYTES:
+                        # The module (and so the function) is shared by every executable with the
+                        # same image: allow all the device has, so no later load lowers the cap.
+                        api.function_allow_dynamic_shared(fn, device.shared_memory_limit - static)
                 self.functions[ep.name] = fn
         except Exception:
             self._free()

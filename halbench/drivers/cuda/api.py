@@ -200,10 +200,19 @@ class CudaApi(GpuApi):
         attr = self.d.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK
         return int(self._check(self.d.cuFuncGetAttribute(attr, function), "reading a kernel's block limit"))
 
+    def function_static_shared(self, function: Any) -> int:
+        attr = self.d.CUfunction_attribute.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES
+        return int(self._check(self.d.cuFuncGetAttribute(attr, function), "reading a kernel's static shared memory"))
+
+    def function_allow_dynamic_shared(self, function: Any, nbytes: int) -> None:
+        attr = self.d.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+        self._check(self.d.cuFuncSetAttribute(function, attr, int(nbytes)),
+                    f"allowing {nbytes} bytes of dynamic shared memory (cuFuncSetAttribute){self._where()}")
+
     def launch(self, function: Any, grid: tuple[int, int, int], block: tuple[int, int, int],
-               params_ptr: int, stream: Any) -> None:
+               params_ptr: int, stream: Any, shared_bytes: int = 0) -> None:
         (status,) = self.d.cuLaunchKernel(function, grid[0], grid[1], grid[2], block[0], block[1], block[2],
-                                          0, stream, params_ptr, 0)
+                                          shared_bytes, stream, params_ptr, 0)
         if status != self._ok:
             raise self.error(status, f"launching a kernel{self._where()}", self.owner)
 
@@ -215,12 +224,12 @@ class CudaApi(GpuApi):
         self._check(self.d.cuGraphDestroy(graph), "destroying a graph")
 
     def graph_add_kernel(self, graph: Any, deps: list[Any], function: Any, grid: tuple[int, int, int],
-                         block: tuple[int, int, int], params_ptr: int) -> Any:
+                         block: tuple[int, int, int], params_ptr: int, shared_bytes: int = 0) -> Any:
         p = self.d.CUDA_KERNEL_NODE_PARAMS()
         p.func = function
         p.gridDimX, p.gridDimY, p.gridDimZ = grid
         p.blockDimX, p.blockDimY, p.blockDimZ = block
-        p.sharedMemBytes = 0
+        p.sharedMemBytes = shared_bytes
         p.kernelParams = params_ptr
         p.extra = 0
         return self._check(self.d.cuGraphAddKernelNode(graph, deps, len(deps), p), "adding a kernel node")

@@ -44,6 +44,7 @@ _ATTRS = {
     "COMPUTE_CAPABILITY_MINOR": "hipDeviceAttributeComputeCapabilityMinor",
     "MAX_THREADS_PER_BLOCK": "hipDeviceAttributeMaxThreadsPerBlock",
     "MAX_SHARED_MEMORY_PER_BLOCK": "hipDeviceAttributeMaxSharedMemoryPerBlock",
+    "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN": "hipDeviceAttributeSharedMemPerBlockOptin",
     "WARP_SIZE": "hipDeviceAttributeWarpSize",
     "MULTIPROCESSOR_COUNT": "hipDeviceAttributeMultiprocessorCount",
     **{f"MAX_GRID_DIM_{a}": f"hipDeviceAttributeMaxGridDim{a}" for a in "XYZ"},
@@ -196,9 +197,28 @@ class HipApi(GpuApi):
         attr = self.h.hipFunction_attribute.HIP_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK
         return int(self._check(self.h.hipFuncGetAttribute(attr, function), "reading a kernel's block limit"))
 
+    def function_static_shared(self, function: Any) -> int:
+        attr = self.h.hipFunction_attribute.HIP_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES
+        return int(self._check(self.h.hipFuncGetAttribute(attr, function), "reading a kernel's static shared memory"))
+
+    def function_allow_dynamic_shared(self, function: Any, nbytes: int) -> None:
+        # hipFuncSetAttribute takes a host stub; for a module's kernel HIP may answer
+        # hipErrorInvalidDeviceFunction. AMD GPUs need no opt-in (the whole LDS is available to a
+        # workgroup, and the load already checked the size against it), so that answer is fine.
+        attr = self.h.hipFuncAttribute.hipFuncAttributeMaxDynamicSharedMemorySize
+        try:
+            result = self.h.hipFuncSetAttribute(function, attr, int(nbytes))
+        except TypeError:  # the binding refuses a hipFunction_t where it wants a host pointer
+            return
+        status = result[0] if isinstance(result, tuple) else result
+        if self.status_name(status) == "hipErrorInvalidDeviceFunction":
+            return
+        self._check(result, f"allowing {nbytes} bytes of dynamic shared memory (hipFuncSetAttribute){self._where()}")
+
     def launch(self, function: Any, grid: tuple[int, int, int], block: tuple[int, int, int],
-               params_ptr: int, stream: Any) -> None:
-        self._check(self.h.hipModuleLaunchKernel(function, *grid, *block, 0, stream, params_ptr or None, None),
+               params_ptr: int, stream: Any, shared_bytes: int = 0) -> None:
+        self._check(self.h.hipModuleLaunchKernel(function, *grid, *block, shared_bytes, stream, params_ptr or None,
+                                                 None),
                     f"launching a kernel{self._where()}")
 
     # -- graphs -----------------------------------------------------------------------
@@ -209,9 +229,9 @@ class HipApi(GpuApi):
         self._check(self.h.hipGraphDestroy(graph), "destroying a graph")
 
     def graph_add_kernel(self, graph: Any, deps: list[Any], function: Any, grid: tuple[int, int, int],
-                         block: tuple[int, int, int], params_ptr: int) -> Any:
+                         block: tuple[int, int, int], params_ptr: int, shared_bytes: int = 0) -> Any:
         p = self.h.hipKernelNodeParams(func=function, gridDim=self.h.dim3(*grid), blockDim=self.h.dim3(*block),
-                                       sharedMemBytes=0, kernelParams=params_ptr or None, extra=None)
+                                       sharedMemBytes=shared_bytes, kernelParams=params_ptr or None, extra=None)
         return self._check(self.h.hipGraphAddKernelNode(graph, deps or None, len(deps), p), "adding a kernel node")
 
     def graph_add_copy(self, graph: Any, deps: list[Any], dst: int, src: int, nbytes: int,
