@@ -164,6 +164,10 @@ def test_cuda_matrix_units_for_f32_operands(case, precision, arch):
 
     g, d = _with_precision(_cases()[case](), precision)
     plan, src = cuda_source(d, g, arch)
+    if case == "conv" and precision == "tf32":
+        # tf32 convolutions round on the scalar GEMM (measured faster on the H100 than WMMA tf32)
+        assert plan.template == "gemm.j2" and "hb_round_tf32" in src
+        return
     assert plan.template == "gemm_mma.j2"
     assert "const float* __restrict__ B0," in src and "const float* __restrict__ B1," in src  # f32 operands
     cubin, ptx = generate_cuda(d, g, arch)

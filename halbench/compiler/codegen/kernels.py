@@ -710,7 +710,13 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
     # the scalar GEMM below (the same rounding, f32 FMAs).
     precision = a.get("precision", "fp32") if in_dt == "f32" else "fp32"
     if precision != "fp32":
-        frag = mma_fragment(t, precision) if c.dtype(ib) == in_dt else None
+        # Matrix units where they were measured to win on the H100: matmuls (MiniLM b8 tf32 0.62x,
+        # f16 0.48x of fp32) and f16 / bf16 convolutions, but not a GEMM that split-K spreads over
+        # the machine (ResNet-50 b1: tf32 2.8x, f16 1.9x slower than fp32 on matrix units) nor a tf32
+        # convolution (ResNet-50 b8 1.24x slower): those round on the scalar GEMM.
+        wins = op.kind in ("matmul", "batch_matmul") or precision in ("f16", "bf16")
+        frag = (mma_fragment(t, precision) if c.dtype(ib) == in_dt and wins and gemm_split(c.d, c.g) is None
+                else None)
     else:
         frag = mma_fragment(t, in_dt) if c.dtype(ib) == in_dt else None
     mt = mma_tiles(t, frag, m, n, k, batch) if frag is not None else None

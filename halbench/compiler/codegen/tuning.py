@@ -216,22 +216,23 @@ def gemm_tiles(t: Tuning, m: int, n: int, k: int, batch: int = 1) -> GemmTiles:
     Big problems on big GPUs take 128x128 (8x8 per thread, 256 threads); the default is 64x64
     with 4x4 per thread; skinny or small problems drop to 32-wide tiles so that there is a wave
     of workgroups for the machine (a 1x768 x 768x768 GEMM of BERT would otherwise run on 12
-    workgroups). Smaller tiles keep 4x4 outputs per thread and take fewer threads (128 or 64):
-    2x2 per thread made one FMA per shared-memory read. Measured on the H100 against 2x2 threads
-    and two waves: ResNet-50 b8 -13% on CUDA, MiniLM-L6 b8 -1%.
+    workgroups). Two waves of workgroups, and small tiles with 256 threads of 2x2 outputs: 4x4
+    per thread on 64/128-thread small tiles with one wave made ResNet-50 b8 13% faster on the
+    H100 but MobileNetV2 b1 38% and MiniLM-L6 b1 28% slower (fewer threads for latency-bound
+    GEMMs), so the rule keeps more threads and `halbench tune` picks per problem by measurement.
     """
     cus = t.compute_units or 16
     # (128x64 and 64x64 tiles of 8x8 per thread measured 9-29% slower on the H100's ResNet-50
     # at batch 8 than these, on CUDA and Vulkan alike.)
-    cands = [GemmTiles(128, 128, 8, 8, 8), GemmTiles(64, 64, 16, 4, 4), GemmTiles(32, 64, 16, 4, 4),
-             GemmTiles(64, 32, 16, 4, 4), GemmTiles(32, 32, 16, 4, 4)]
+    cands = [GemmTiles(128, 128, 8, 8, 8), GemmTiles(64, 64, 16, 4, 4), GemmTiles(32, 64, 16, 2, 4),
+             GemmTiles(64, 32, 16, 4, 2), GemmTiles(32, 32, 16, 2, 2)]
     ok = [c for c in cands if c.threads <= t.max_invocations and c.shared_bytes() <= t.shared_bytes // 2]
     if not ok:
         return GemmTiles(16, 16, 8, 1, 1) if t.max_invocations >= 256 else GemmTiles(8, 8, 8, 1, 1)
     for c in ok:
         groups = batch * -(-m // c.bm) * -(-n // c.bn)
         waste = (-(-m // c.bm) * c.bm * -(-n // c.bn) * c.bn) / max(m * n, 1)
-        if groups >= cus and waste < 1.5:
+        if groups >= 2 * cus and waste < 1.5:
             return c
     return ok[-1]
 
