@@ -219,10 +219,7 @@ def _name_resources(model: Any, names: dict[str, str], arrays: dict[str, Any]) -
         names[new] = t.name
         arrays[new] = numpy_helper.to_array(t)
         t.name = new
-    for node in g.node:
-        for j, x in enumerate(node.input):
-            if x in rename:
-                node.input[j] = rename[x]
+    _rename_inputs(g.node, rename)
     for o in g.output:
         if o.name in rename:
             o.name = rename[o.name]
@@ -231,6 +228,23 @@ def _name_resources(model: Any, names: dict[str, str], arrays: dict[str, Any]) -
         return onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
     except Exception as e:
         raise CompileError(f"ONNX shape inference failed: {str(e).splitlines()[0]}") from None
+
+
+def _rename_inputs(nodes: Any, rename: dict[str, str]) -> None:
+    """Node inputs renamed, in subgraphs (If / Loop / Scan bodies) too: a body may use an outer
+    initializer by name."""
+    import onnx
+
+    for node in nodes:
+        for j, x in enumerate(node.input):
+            if x in rename:
+                node.input[j] = rename[x]
+        for a in node.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                _rename_inputs(a.g.node, rename)
+            elif a.type == onnx.AttributeProto.GRAPHS:
+                for sub in a.graphs:
+                    _rename_inputs(sub.node, rename)
 
 
 #: ONNX op -> the input positions a static-shape compiler needs at compile time: shapes, axes,
