@@ -102,6 +102,7 @@ def prepare_model(model: Any, input_shapes: dict[str, tuple[int, ...]],
     _empty_inputs_to_constants(g)
     # Shape arithmetic on static shapes becomes constants, so every tensor has a known rank.
     model = fold_shape_computations(model)
+    _resize_axes_to_full_rank(model.graph)
     _refuse_empty_values(model)
     g = model.graph
     names: dict[str, str] = {}
@@ -169,6 +170,44 @@ def _refuse_empty_values(model: Any) -> None:
                 raise UserError(f"node '{node.name or node.output[0]}' ({node.op_type}) computes with the empty "
                                 f"tensor '{x}' ({'x'.join(map(str, shapes[x]))}); halbench compiles empty tensors "
                                 f"only where they fold into constants")
+
+
+def _resize_axes_to_full_rank(g: Any) -> None:
+    """A Resize with ``axes`` (opset 18+) and constant scales or sizes becomes the same Resize
+    over every axis (scale 1, or the input's own size, on the others): torch-mlir's conversion
+    refuses ``axes``. Left alone under a keep_aspect_ratio_policy other than 'stretch'."""
+    import numpy as np
+    from onnx import helper, numpy_helper
+
+    inits = {t.name: t for t in g.initializer}
+    shapes = {}
+    for v in (*g.input, *g.value_info, *g.output):
+        t = v.type.tensor_type
+        if t.HasField("shape") and all(d.HasField("dim_value") for d in t.shape.dim):
+            shapes[v.name] = [d.dim_value for d in t.shape.dim]
+    for k, node in enumerate(g.node):
+        if node.op_type != "Resize" or node.domain not in ("", "ai.onnx"):
+            continue
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        axes, policy = attrs.get("axes"), attrs.get("keep_aspect_ratio_policy", b"stretch")
+        shape = shapes.get(node.input[0])
+        if not axes or policy not in (b"stretch", "stretch") or shape is None:
+            continue
+        rank = len(shape)
+        axes = [a + rank if a < 0 else a for a in axes]
+        slot = next((i for i in (3, 2) if len(node.input) > i and node.input[i] in inits), None)
+        if slot is None or sorted(axes) != sorted(set(axes)) or not all(0 <= a < rank for a in axes):
+            continue
+        given = numpy_helper.to_array(inits[node.input[slot]])
+        full = np.array(shape, np.int64) if slot == 3 else np.ones(rank, given.dtype)
+        for a, v in zip(axes, given):
+            full[a] = v
+        name = f"{node.input[slot]}__full{k}"
+        g.initializer.append(numpy_helper.from_array(full.astype(given.dtype), name))
+        node.input[slot] = name
+        keep = [a for a in node.attribute if a.name != "axes"]
+        del node.attribute[:]
+        node.attribute.extend(keep)
 
 
 def _constants_to_initializers(g: Any) -> None:
