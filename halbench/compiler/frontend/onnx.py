@@ -60,6 +60,7 @@ def prepare_model(model: Any, input_shapes: dict[str, tuple[int, ...]],
     _constants_to_initializers(g)
     if input_values:
         _freeze_inputs(g, input_values)
+    _training_dropout_of_zero_ratio(g)
     for node in g.node:
         if node.op_type == "Pad" and any(a.name == "mode" and a.s == b"wrap" for a in node.attribute):
             # torch-mlir's lowering of a wrap pad never terminates: refuse it before it hangs.
@@ -170,6 +171,35 @@ def _refuse_empty_values(model: Any) -> None:
                 raise UserError(f"node '{node.name or node.output[0]}' ({node.op_type}) computes with the empty "
                                 f"tensor '{x}' ({'x'.join(map(str, shapes[x]))}); halbench compiles empty tensors "
                                 f"only where they fold into constants")
+
+
+def _training_dropout_of_zero_ratio(g: Any) -> None:
+    """A Dropout in training mode with a constant ratio of 0 drops nothing: its output is its
+    input and its mask all true (torch-mlir lowers no training-mode dropout)."""
+    import numpy as np
+    from onnx import helper, numpy_helper
+
+    inits = {t.name: t for t in g.initializer}
+
+    def const(i: int, node: Any) -> Any:
+        name = node.input[i] if len(node.input) > i else ""
+        return numpy_helper.to_array(inits[name]) if name in inits else None
+
+    out = []
+    for node in g.node:
+        training, ratio = const(2, node), const(1, node)
+        if (node.op_type != "Dropout" or node.domain not in ("", "ai.onnx") or training is None
+                or not bool(training) or ratio is None or float(ratio) != 0.0):
+            out.append(node)
+            continue
+        out.append(helper.make_node("Identity", [node.input[0]], [node.output[0]]))
+        if len(node.output) > 1 and node.output[1]:
+            shape = f"{node.output[1]}__shape"
+            out.append(helper.make_node("Shape", [node.input[0]], [shape]))
+            out.append(helper.make_node("ConstantOfShape", [shape], [node.output[1]],
+                                        value=numpy_helper.from_array(np.array([True]))))
+    del g.node[:]
+    g.node.extend(out)
 
 
 def _resize_axes_to_full_rank(g: Any) -> None:
@@ -300,7 +330,7 @@ COMPILE_TIME_OPERANDS: dict[str, tuple[int, ...]] = {
     "ReduceL1": (1,), "ReduceL2": (1,), "ReduceLogSum": (1,), "ReduceLogSumExp": (1,),
     "ReduceSumSquare": (1,), "QuantizeLinear": (1, 2), "DequantizeLinear": (1, 2),
     "QLinearMatMul": (1, 2, 4, 5, 6, 7), "QLinearConv": (1, 2, 4, 5, 6, 7), "ConvInteger": (2, 3),
-    "MatMulInteger": (2, 3),
+    "MatMulInteger": (2, 3), "Dropout": (1, 2),
 }
 
 
