@@ -104,6 +104,7 @@ def prepare_model(model: Any, input_shapes: dict[str, tuple[int, ...]],
     # Shape arithmetic on static shapes becomes constants, so every tensor has a known rank.
     model = fold_shape_computations(model)
     _resize_axes_to_full_rank(model.graph)
+    _matmul_vectors_as_matrices(model.graph)
     _refuse_empty_values(model)
     g = model.graph
     names: dict[str, str] = {}
@@ -198,6 +199,54 @@ def _training_dropout_of_zero_ratio(g: Any) -> None:
             out.append(helper.make_node("Shape", [node.input[0]], [shape]))
             out.append(helper.make_node("ConstantOfShape", [shape], [node.output[1]],
                                         value=numpy_helper.from_array(np.array([True]))))
+    del g.node[:]
+    g.node.extend(out)
+
+
+def _ranks(g: Any) -> dict[str, int]:
+    out = {t.name: len(t.dims) for t in g.initializer}
+    for v in (*g.input, *g.value_info, *g.output):
+        t = v.type.tensor_type
+        if t.HasField("shape"):
+            out[v.name] = len(t.shape.dim)
+    return out
+
+
+def _matmul_vectors_as_matrices(g: Any) -> None:
+    """A MatMul of a 1-D operand, as NumPy defines it: the vector made a 1-row (left) or 1-column
+    (right) matrix and that axis squeezed from the result; two vectors, a Mul and a ReduceSum.
+    torch-mlir leaves these as ``linalg.dot`` or an unlowered ``aten.matmul``."""
+    import numpy as np
+    from onnx import helper, numpy_helper
+
+    ranks = _ranks(g)
+    out = []
+    for k, node in enumerate(g.node):
+        if node.op_type != "MatMul" or node.domain not in ("", "ai.onnx"):
+            out.append(node)
+            continue
+        a, b = node.input[0], node.input[1]
+        ra, rb = ranks.get(a), ranks.get(b)
+        if ra is None or rb is None or 1 not in (ra, rb):
+            out.append(node)
+            continue
+        y, p = node.output[0], f"{node.output[0]}__mv{k}"
+
+        def axes(name: str, v: list[int]) -> str:
+            g.initializer.append(numpy_helper.from_array(np.array(v, np.int64), name))
+            return name
+
+        if ra == 1 and rb == 1:
+            out += [helper.make_node("Mul", [a, b], [p + "_prod"]),
+                    helper.make_node("ReduceSum", [p + "_prod", axes(p + "_ax", [0])], [y], keepdims=0)]
+        elif ra == 1:
+            out += [helper.make_node("Unsqueeze", [a, axes(p + "_ax", [0])], [p + "_a"]),
+                    helper.make_node("MatMul", [p + "_a", b], [p + "_mm"]),
+                    helper.make_node("Squeeze", [p + "_mm", axes(p + "_sq", [-2])], [y])]
+        else:
+            out += [helper.make_node("Unsqueeze", [b, axes(p + "_ax", [1])], [p + "_b"]),
+                    helper.make_node("MatMul", [a, p + "_b"], [p + "_mm"]),
+                    helper.make_node("Squeeze", [p + "_mm", axes(p + "_sq", [-1])], [y])]
     del g.node[:]
     g.node.extend(out)
 
