@@ -61,6 +61,7 @@ def prepare_model(model: Any, input_shapes: dict[str, tuple[int, ...]],
     if input_values:
         _freeze_inputs(g, input_values)
     _training_dropout_of_zero_ratio(g)
+    _qlinear_matmul_as_integer_matmul(g)
     for node in g.node:
         if node.op_type == "Pad" and any(a.name == "mode" and a.s == b"wrap" for a in node.attribute):
             # torch-mlir's lowering of a wrap pad never terminates: refuse it before it hangs.
@@ -172,6 +173,56 @@ def _refuse_empty_values(model: Any) -> None:
                 raise UserError(f"node '{node.name or node.output[0]}' ({node.op_type}) computes with the empty "
                                 f"tensor '{x}' ({'x'.join(map(str, shapes[x]))}); halbench compiles empty tensors "
                                 f"only where they fold into constants")
+
+
+def _qlinear_matmul_as_integer_matmul(g: Any) -> None:
+    """QLinearMatMul with constant per-tensor scales and zero points, as the ONNX reference
+    computes it: an int32 MatMul of the operands less their zero points, scaled by
+    ``a_scale * b_scale / y_scale`` in float64, plus ``y_zero_point``, rounded half to even and
+    clipped to the output type. torch-mlir drops the zero points of a batched one and leaves
+    ``linalg.quantized_matmul`` for a 2-D one."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    inits = {t.name: t for t in g.initializer}
+
+    def const(node: Any, i: int) -> Any:
+        name = node.input[i] if len(node.input) > i else ""
+        return numpy_helper.to_array(inits[name]) if name in inits else None
+
+    out = []
+    for k, node in enumerate(g.node):
+        if node.op_type != "QLinearMatMul" or node.domain not in ("", "ai.onnx"):
+            out.append(node)
+            continue
+        sa, za, sb, zb, sy, zy = (const(node, i) for i in (1, 2, 4, 5, 6, 7))
+        if any(v is None or v.size != 1 for v in (sa, za, sb, zb, sy, zy)) or zy.dtype not in (np.uint8, np.int8):
+            out.append(node)
+            continue
+        p = f"{node.output[0]}__ql{k}"
+
+        def init(name: str, value: np.ndarray) -> str:
+            g.initializer.append(numpy_helper.from_array(value, p + name))
+            return p + name
+
+        scale = (sa * sb / sy).astype(np.float64).reshape(())  # in the scales' own type, as NumPy does
+        info = np.iinfo(zy.dtype)
+        i32, f64 = TensorProto.INT32, TensorProto.DOUBLE
+        out += [helper.make_node("Cast", [node.input[0]], [p + "_a"], to=i32),
+                helper.make_node("Sub", [p + "_a", init("_za", za.astype(np.int32).reshape(()))], [p + "_a0"]),
+                helper.make_node("Cast", [node.input[3]], [p + "_b"], to=i32),
+                helper.make_node("Sub", [p + "_b", init("_zb", zb.astype(np.int32).reshape(()))], [p + "_b0"]),
+                helper.make_node("MatMul", [p + "_a0", p + "_b0"], [p + "_c"]),
+                helper.make_node("Cast", [p + "_c"], [p + "_cd"], to=f64),
+                helper.make_node("Mul", [p + "_cd", init("_s", scale)], [p + "_d"]),
+                helper.make_node("Add", [p + "_d", init("_zy", zy.astype(np.float64).reshape(()))], [p + "_e"]),
+                helper.make_node("Round", [p + "_e"], [p + "_r"]),
+                helper.make_node("Clip", [p + "_r", init("_lo", np.array(info.min, np.float64)),
+                                          init("_hi", np.array(info.max, np.float64))], [p + "_cl"]),
+                helper.make_node("Cast", [p + "_cl"], [node.output[0]],
+                                 to=helper.np_dtype_to_tensor_dtype(zy.dtype))]
+    del g.node[:]
+    g.node.extend(out)
 
 
 def _training_dropout_of_zero_ratio(g: Any) -> None:
