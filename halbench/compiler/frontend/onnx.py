@@ -201,7 +201,7 @@ def _qlinear_matmul_as_integer_matmul(g: Any) -> None:
             continue
         p = f"{node.output[0]}__ql{k}"
 
-        def init(name: str, value: np.ndarray) -> str:
+        def init(name: str, value: np.ndarray, p: str = p) -> str:
             g.initializer.append(numpy_helper.from_array(value, p + name))
             return p + name
 
