@@ -106,6 +106,7 @@ def prepare_model(model: Any, input_shapes: dict[str, tuple[int, ...]],
     model = fold_shape_computations(model)
     _resize_axes_to_full_rank(model.graph)
     _matmul_vectors_as_matrices(model.graph)
+    _space_to_depth_crd(model.graph)
     _refuse_empty_values(model)
     g = model.graph
     names: dict[str, str] = {}
@@ -298,6 +299,35 @@ def _matmul_vectors_as_matrices(g: Any) -> None:
             out += [helper.make_node("Unsqueeze", [b, axes(p + "_ax", [1])], [p + "_b"]),
                     helper.make_node("MatMul", [a, p + "_b"], [p + "_mm"]),
                     helper.make_node("Squeeze", [p + "_mm", axes(p + "_sq", [-1])], [y])]
+    del g.node[:]
+    g.node.extend(out)
+
+
+def _space_to_depth_crd(g: Any) -> None:
+    """SpaceToDepth in CRD mode (opset 28), which torch-mlir lowers as DCR: the standard's own
+    Reshape -> Transpose(0, 1, 3, 5, 2, 4) -> Reshape, for a static 4-D input."""
+    import numpy as np
+    from onnx import helper, numpy_helper
+
+    from halbench.compiler.frontend.fold_shapes import _static_shapes
+
+    shapes = _static_shapes(g)
+    out = []
+    for k, node in enumerate(g.node):
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        shape = shapes.get(node.input[0]) if node.input else None
+        if (node.op_type != "SpaceToDepth" or node.domain not in ("", "ai.onnx")
+                or attrs.get("mode") not in (b"CRD", "CRD") or shape is None or len(shape) != 4):
+            out.append(node)
+            continue
+        b = int(attrs["blocksize"])
+        n, c, h, w = shape
+        p = f"{node.output[0]}__crd{k}"
+        g.initializer.append(numpy_helper.from_array(np.array([n, c, h // b, b, w // b, b], np.int64), p + "_s6"))
+        g.initializer.append(numpy_helper.from_array(np.array([n, c * b * b, h // b, w // b], np.int64), p + "_s4"))
+        out += [helper.make_node("Reshape", [node.input[0], p + "_s6"], [p + "_r"]),
+                helper.make_node("Transpose", [p + "_r"], [p + "_t"], perm=[0, 1, 3, 5, 2, 4]),
+                helper.make_node("Reshape", [p + "_t", p + "_s4"], [node.output[0]])]
     del g.node[:]
     g.node.extend(out)
 
