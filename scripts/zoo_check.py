@@ -50,6 +50,8 @@ def main() -> int:
     ap.add_argument("--weights", default="file")
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--abi", default="", help="Vulkan dispatch ABI: bda or descriptors (default: both)")
+    ap.add_argument("--timeout", type=float, default=60.0,
+                    help="seconds one run may take (VGG-19 at 224x224 on lavapipe needs minutes)")
     ap.add_argument("--resolution", type=int, default=0, help="input size of an image model (0: its own)")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="zoo_check_"))
@@ -78,7 +80,7 @@ def main() -> int:
                 with create_device(uri) as dev:
                     m = Module.load(str(bundle), dev)
                     try:
-                        out = m.invoke(None, feeds)
+                        out = m.invoke(None, feeds, timeout_s=args.timeout)
                     finally:
                         m.close()
             except Exception as e:  # noqa: BLE001

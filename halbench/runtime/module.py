@@ -26,7 +26,7 @@ from halbench.bundle import (
     select_variant,
 )
 from halbench.dtypes import to_numpy
-from halbench.errors import UserError
+from halbench.errors import DriverError, UserError
 from halbench.hal import DEFAULT_TIMEOUT_S, Buffer, CommandBuffer, Device, Executable
 from halbench.runtime.inputs import check_inputs
 from halbench.runtime.profile import DispatchInfo, ProfileResult
@@ -46,6 +46,7 @@ class Module:
         self._recorded: dict[tuple[str, bool], CommandBuffer] = {}
         self._status_slots: dict[str, list[Any]] = {}  # function -> its gathers' status slots
         self._lock = threading.Lock()  # one invocation at a time: they share the buffers
+        self._last: Any = None  # the latest submission: close() frees nothing it may still use
         self.closed = False
 
     # -- loading ------------------------------------------------------------------------------
@@ -117,7 +118,8 @@ class Module:
         with self._lock:
             self._check_open()
             self._write_inputs(f, arrays)
-            self.device.submit(self._recorded[(f.name, False)]).wait(timeout_s)
+            self._last = self.device.submit(self._recorded[(f.name, False)])
+            self._last.wait(timeout_s)
             self._check_status(f)
             return self._read_outputs(f)
 
@@ -140,7 +142,7 @@ class Module:
             self._write_inputs(f, arrays)
             profiles, host = [], []
             for i in range(int(warmup) + int(runs)):
-                sub = self.device.submit(cb)
+                sub = self._last = self.device.submit(cb)
                 sub.wait(timeout_s)
                 if i >= warmup:
                     profiles.append(sub.profile())
@@ -198,12 +200,23 @@ class Module:
         if self.closed:
             raise UserError("this module was closed; load it again")
 
+    def _last_done(self) -> bool:
+        try:
+            return bool(self._last.done)
+        except DriverError:  # a lost device runs nothing any more
+            return True
+
     def close(self) -> None:
         """Free the module's device resources (the device itself stays open)."""
         if self.closed:
             return
         self.closed = True
         if self.device.closed:
+            return
+        if self._last is not None and not self._last_done():
+            # A run that timed out may still be executing: freeing its buffers, pipelines or command
+            # buffer under it is a use-after-free (lavapipe segfaults). Leave them to the device's
+            # close, which waits for the device to go idle first.
             return
         for cb in self._recorded.values():
             cb.release()

@@ -211,6 +211,10 @@ def _expr(n: Any, a: list[str], adt: list[str], t: str, L: Lang, arg: Callable[[
     if op == "const":
         return L.lit(n.value, n.dtype)
     if op == "index":
+        if L.name == "glsl" and t in ("int64_t", "uint64_t"):
+            # A loop coordinate is never negative: widen it unsigned. lavapipe (Mesa 22.3) gets a
+            # signed compare of a sign-extended coordinate against a constant wrong (test_triu_one_row).
+            return f"{t}(uint({index(int(n.value))}))"
         return f"{t}({index(int(n.value))})"
     if op == "extract":
         return extract(int(n.value), [f"int({x})" for x in a], n.dtype)

@@ -5,7 +5,8 @@ TorchScript exporter turns ``unflatten(-1, (3, E))`` into ``Shape -> Slice(0, Mo
 -> Concat -> Reshape``. ONNX shape inference cannot see through ``Mod`` (its data propagation
 covers only a few ops), so the Reshape's result has no rank and torch-mlir refuses it. Here each
 node whose inputs are all small constants, or a ``Shape`` of a statically shaped tensor, is
-evaluated with ``onnx.reference`` and replaced by an initializer, until nothing changes.
+evaluated with ``onnx.reference`` and replaced by an initializer, and each ``If`` on a constant
+condition by the branch it takes, until nothing changes.
 """
 
 from __future__ import annotations
@@ -39,7 +40,13 @@ def fold_shape_computations(model: Any) -> Any:
         consts = {t.name: numpy_helper.to_array(t) for t in g.initializer
                   if int(np.prod(t.dims)) <= MAX_FOLD_ELEMENTS}
         keep = []
+        changed = False
         for node in g.node:
+            branch = _constant_branch(node, consts)
+            if branch is not None:  # an If on a constant: the branch taken, in its place
+                keep.extend(_inline_branch(branch, node, g))
+                changed = True
+                continue
             values = _evaluate(node, consts, shapes, opsets)
             if values is not None and outputs.intersection(node.output) and not (
                     any(v.size == 0 for v in values) or any(x in consts and consts[x].size == 0 for x in node.input if x)):
@@ -50,12 +57,37 @@ def fold_shape_computations(model: Any) -> Any:
             for name, value in zip(node.output, values):
                 g.initializer.append(numpy_helper.from_array(value, name))
                 consts[name] = value
-        if len(keep) == len(g.node):
+            changed = True
+        if not changed:
             return model
         del g.node[:]
         g.node.extend(keep)
         del g.value_info[:]  # inferred afresh, now that more is constant
     return model
+
+
+def _constant_branch(node: Any, consts: dict[str, np.ndarray]) -> Any | None:
+    """The branch graph an ``If`` takes when its condition is a constant, else None."""
+    if node.op_type != "If" or node.domain not in ("", "ai.onnx") or not node.input:
+        return None
+    cond = consts.get(node.input[0])
+    if cond is None or cond.size != 1:
+        return None
+    want = "then_branch" if bool(cond.reshape(-1)[0]) else "else_branch"
+    return next((a.g for a in node.attribute if a.name == want), None)
+
+
+def _inline_branch(branch: Any, node: Any, g: Any) -> list[Any]:
+    """``branch``'s nodes (its initializers moved to ``g``), then an Identity from each branch
+    output to the ``If`` output it stands for. ONNX names are unique model-wide: nothing clashes."""
+    from onnx import helper
+
+    g.initializer.extend(branch.initializer)
+    nodes = list(branch.node)
+    for out, name in zip(branch.output, node.output):
+        if name:
+            nodes.append(helper.make_node("Identity", [out.name], [name]))
+    return nodes
 
 
 def _static_shapes(g: Any) -> dict[str, tuple[int, ...]]:
@@ -80,6 +112,8 @@ def _evaluate(node: Any, consts: dict[str, np.ndarray], shapes: dict[str, tuple[
         attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
         shape = shapes[node.input[0]]
         return [np.array(shape[attrs.get("start", 0):attrs.get("end", len(shape))], np.int64)]
+    if node.op_type == "Size" and node.input[0] in shapes:
+        return [np.array(int(np.prod(shapes[node.input[0]], dtype=np.int64)), np.int64)]
     inputs = [x for x in node.input if x]
     if not inputs or not all(x in consts for x in inputs) or node.op_type.startswith("Random"):
         return None

@@ -60,6 +60,8 @@ def prepare_model(model: Any, input_shapes: dict[str, tuple[int, ...]],
     _constants_to_initializers(g)
     if input_values:
         _freeze_inputs(g, input_values)
+    _training_dropout_of_zero_ratio(g)
+    _qlinear_matmul_as_integer_matmul(g)
     for node in g.node:
         if node.op_type == "Pad" and any(a.name == "mode" and a.s == b"wrap" for a in node.attribute):
             # torch-mlir's lowering of a wrap pad never terminates: refuse it before it hangs.
@@ -102,6 +104,9 @@ def prepare_model(model: Any, input_shapes: dict[str, tuple[int, ...]],
     _empty_inputs_to_constants(g)
     # Shape arithmetic on static shapes becomes constants, so every tensor has a known rank.
     model = fold_shape_computations(model)
+    _resize_axes_to_full_rank(model.graph)
+    _matmul_vectors_as_matrices(model.graph)
+    _space_to_depth_crd(model.graph)
     _refuse_empty_values(model)
     g = model.graph
     names: dict[str, str] = {}
@@ -171,6 +176,200 @@ def _refuse_empty_values(model: Any) -> None:
                                 f"only where they fold into constants")
 
 
+def _qlinear_matmul_as_integer_matmul(g: Any) -> None:
+    """QLinearMatMul with constant per-tensor scales and zero points, as the ONNX reference
+    computes it: an int32 MatMul of the operands less their zero points, scaled by
+    ``a_scale * b_scale / y_scale`` in float64, plus ``y_zero_point``, rounded half to even and
+    clipped to the output type. torch-mlir drops the zero points of a batched one and leaves
+    ``linalg.quantized_matmul`` for a 2-D one."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    inits = {t.name: t for t in g.initializer}
+
+    def const(node: Any, i: int) -> Any:
+        name = node.input[i] if len(node.input) > i else ""
+        return numpy_helper.to_array(inits[name]) if name in inits else None
+
+    out = []
+    for k, node in enumerate(g.node):
+        if node.op_type != "QLinearMatMul" or node.domain not in ("", "ai.onnx"):
+            out.append(node)
+            continue
+        sa, za, sb, zb, sy, zy = (const(node, i) for i in (1, 2, 4, 5, 6, 7))
+        if any(v is None or v.size != 1 for v in (sa, za, sb, zb, sy, zy)) or zy.dtype not in (np.uint8, np.int8):
+            out.append(node)
+            continue
+        p = f"{node.output[0]}__ql{k}"
+
+        def init(name: str, value: np.ndarray, p: str = p) -> str:
+            g.initializer.append(numpy_helper.from_array(value, p + name))
+            return p + name
+
+        scale = (sa * sb / sy).astype(np.float64).reshape(())  # in the scales' own type, as NumPy does
+        info = np.iinfo(zy.dtype)
+        i32, f64 = TensorProto.INT32, TensorProto.DOUBLE
+        out += [helper.make_node("Cast", [node.input[0]], [p + "_a"], to=i32),
+                helper.make_node("Sub", [p + "_a", init("_za", za.astype(np.int32).reshape(()))], [p + "_a0"]),
+                helper.make_node("Cast", [node.input[3]], [p + "_b"], to=i32),
+                helper.make_node("Sub", [p + "_b", init("_zb", zb.astype(np.int32).reshape(()))], [p + "_b0"]),
+                helper.make_node("MatMul", [p + "_a0", p + "_b0"], [p + "_c"]),
+                helper.make_node("Cast", [p + "_c"], [p + "_cd"], to=f64),
+                helper.make_node("Mul", [p + "_cd", init("_s", scale)], [p + "_d"]),
+                helper.make_node("Add", [p + "_d", init("_zy", zy.astype(np.float64).reshape(()))], [p + "_e"]),
+                helper.make_node("Round", [p + "_e"], [p + "_r"]),
+                helper.make_node("Clip", [p + "_r", init("_lo", np.array(info.min, np.float64)),
+                                          init("_hi", np.array(info.max, np.float64))], [p + "_cl"]),
+                helper.make_node("Cast", [p + "_cl"], [node.output[0]],
+                                 to=helper.np_dtype_to_tensor_dtype(zy.dtype))]
+    del g.node[:]
+    g.node.extend(out)
+
+
+def _training_dropout_of_zero_ratio(g: Any) -> None:
+    """A Dropout in training mode with a constant ratio of 0 drops nothing: its output is its
+    input and its mask all true (torch-mlir lowers no training-mode dropout)."""
+    import numpy as np
+    from onnx import helper, numpy_helper
+
+    inits = {t.name: t for t in g.initializer}
+
+    def const(i: int, node: Any) -> Any:
+        name = node.input[i] if len(node.input) > i else ""
+        return numpy_helper.to_array(inits[name]) if name in inits else None
+
+    out = []
+    for node in g.node:
+        training, ratio = const(2, node), const(1, node)
+        if (node.op_type != "Dropout" or node.domain not in ("", "ai.onnx") or training is None
+                or not bool(training) or ratio is None or float(ratio) != 0.0):
+            out.append(node)
+            continue
+        out.append(helper.make_node("Identity", [node.input[0]], [node.output[0]]))
+        if len(node.output) > 1 and node.output[1]:
+            shape = f"{node.output[1]}__shape"
+            out.append(helper.make_node("Shape", [node.input[0]], [shape]))
+            out.append(helper.make_node("ConstantOfShape", [shape], [node.output[1]],
+                                        value=numpy_helper.from_array(np.array([True]))))
+    del g.node[:]
+    g.node.extend(out)
+
+
+def _ranks(g: Any) -> dict[str, int]:
+    out = {t.name: len(t.dims) for t in g.initializer}
+    for v in (*g.input, *g.value_info, *g.output):
+        t = v.type.tensor_type
+        if t.HasField("shape"):
+            out[v.name] = len(t.shape.dim)
+    return out
+
+
+def _matmul_vectors_as_matrices(g: Any) -> None:
+    """A MatMul of a 1-D operand, as NumPy defines it: the vector made a 1-row (left) or 1-column
+    (right) matrix and that axis squeezed from the result; two vectors, a Mul and a ReduceSum.
+    torch-mlir leaves these as ``linalg.dot`` or an unlowered ``aten.matmul``."""
+    import numpy as np
+    from onnx import helper, numpy_helper
+
+    ranks = _ranks(g)
+    out = []
+    for k, node in enumerate(g.node):
+        if node.op_type != "MatMul" or node.domain not in ("", "ai.onnx"):
+            out.append(node)
+            continue
+        a, b = node.input[0], node.input[1]
+        ra, rb = ranks.get(a), ranks.get(b)
+        if ra is None or rb is None or 1 not in (ra, rb):
+            out.append(node)
+            continue
+        y, p = node.output[0], f"{node.output[0]}__mv{k}"
+
+        def axes(name: str, v: list[int]) -> str:
+            g.initializer.append(numpy_helper.from_array(np.array(v, np.int64), name))
+            return name
+
+        if ra == 1 and rb == 1:
+            out += [helper.make_node("Mul", [a, b], [p + "_prod"]),
+                    helper.make_node("ReduceSum", [p + "_prod", axes(p + "_ax", [0])], [y], keepdims=0)]
+        elif ra == 1:
+            out += [helper.make_node("Unsqueeze", [a, axes(p + "_ax", [0])], [p + "_a"]),
+                    helper.make_node("MatMul", [p + "_a", b], [p + "_mm"]),
+                    helper.make_node("Squeeze", [p + "_mm", axes(p + "_sq", [-2])], [y])]
+        else:
+            out += [helper.make_node("Unsqueeze", [b, axes(p + "_ax", [1])], [p + "_b"]),
+                    helper.make_node("MatMul", [a, p + "_b"], [p + "_mm"]),
+                    helper.make_node("Squeeze", [p + "_mm", axes(p + "_sq", [-1])], [y])]
+    del g.node[:]
+    g.node.extend(out)
+
+
+def _space_to_depth_crd(g: Any) -> None:
+    """SpaceToDepth in CRD mode (opset 28), which torch-mlir lowers as DCR: the standard's own
+    Reshape -> Transpose(0, 1, 3, 5, 2, 4) -> Reshape, for a static 4-D input."""
+    import numpy as np
+    from onnx import helper, numpy_helper
+
+    from halbench.compiler.frontend.fold_shapes import _static_shapes
+
+    shapes = _static_shapes(g)
+    out = []
+    for k, node in enumerate(g.node):
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        shape = shapes.get(node.input[0]) if node.input else None
+        if (node.op_type != "SpaceToDepth" or node.domain not in ("", "ai.onnx")
+                or attrs.get("mode") not in (b"CRD", "CRD") or shape is None or len(shape) != 4):
+            out.append(node)
+            continue
+        b = int(attrs["blocksize"])
+        n, c, h, w = shape
+        p = f"{node.output[0]}__crd{k}"
+        g.initializer.append(numpy_helper.from_array(np.array([n, c, h // b, b, w // b, b], np.int64), p + "_s6"))
+        g.initializer.append(numpy_helper.from_array(np.array([n, c * b * b, h // b, w // b], np.int64), p + "_s4"))
+        out += [helper.make_node("Reshape", [node.input[0], p + "_s6"], [p + "_r"]),
+                helper.make_node("Transpose", [p + "_r"], [p + "_t"], perm=[0, 1, 3, 5, 2, 4]),
+                helper.make_node("Reshape", [p + "_t", p + "_s4"], [node.output[0]])]
+    del g.node[:]
+    g.node.extend(out)
+
+
+def _resize_axes_to_full_rank(g: Any) -> None:
+    """A Resize with ``axes`` (opset 18+) and constant scales or sizes becomes the same Resize
+    over every axis (scale 1, or the input's own size, on the others): torch-mlir's conversion
+    refuses ``axes``. Left alone under a keep_aspect_ratio_policy other than 'stretch'."""
+    import numpy as np
+    from onnx import helper, numpy_helper
+
+    inits = {t.name: t for t in g.initializer}
+    shapes = {}
+    for v in (*g.input, *g.value_info, *g.output):
+        t = v.type.tensor_type
+        if t.HasField("shape") and all(d.HasField("dim_value") for d in t.shape.dim):
+            shapes[v.name] = [d.dim_value for d in t.shape.dim]
+    for k, node in enumerate(g.node):
+        if node.op_type != "Resize" or node.domain not in ("", "ai.onnx"):
+            continue
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        axes, policy = attrs.get("axes"), attrs.get("keep_aspect_ratio_policy", b"stretch")
+        shape = shapes.get(node.input[0])
+        if not axes or policy not in (b"stretch", "stretch") or shape is None:
+            continue
+        rank = len(shape)
+        axes = [a + rank if a < 0 else a for a in axes]
+        slot = next((i for i in (3, 2) if len(node.input) > i and node.input[i] in inits), None)
+        if slot is None or sorted(axes) != sorted(set(axes)) or not all(0 <= a < rank for a in axes):
+            continue
+        given = numpy_helper.to_array(inits[node.input[slot]])
+        full = np.array(shape, np.int64) if slot == 3 else np.ones(rank, given.dtype)
+        for a, v in zip(axes, given):
+            full[a] = v
+        name = f"{node.input[slot]}__full{k}"
+        g.initializer.append(numpy_helper.from_array(full.astype(given.dtype), name))
+        node.input[slot] = name
+        keep = [a for a in node.attribute if a.name != "axes"]
+        del node.attribute[:]
+        node.attribute.extend(keep)
+
+
 def _constants_to_initializers(g: Any) -> None:
     """ONNX Constant nodes holding tensors become initializers: one path for all weights."""
     import numpy as np
@@ -219,10 +418,7 @@ def _name_resources(model: Any, names: dict[str, str], arrays: dict[str, Any]) -
         names[new] = t.name
         arrays[new] = numpy_helper.to_array(t)
         t.name = new
-    for node in g.node:
-        for j, x in enumerate(node.input):
-            if x in rename:
-                node.input[j] = rename[x]
+    _rename_inputs(g.node, rename)
     for o in g.output:
         if o.name in rename:
             o.name = rename[o.name]
@@ -231,6 +427,23 @@ def _name_resources(model: Any, names: dict[str, str], arrays: dict[str, Any]) -
         return onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
     except Exception as e:
         raise CompileError(f"ONNX shape inference failed: {str(e).splitlines()[0]}") from None
+
+
+def _rename_inputs(nodes: Any, rename: dict[str, str]) -> None:
+    """Node inputs renamed, in subgraphs (If / Loop / Scan bodies) too: a body may use an outer
+    initializer by name."""
+    import onnx
+
+    for node in nodes:
+        for j, x in enumerate(node.input):
+            if x in rename:
+                node.input[j] = rename[x]
+        for a in node.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                _rename_inputs(a.g.node, rename)
+            elif a.type == onnx.AttributeProto.GRAPHS:
+                for sub in a.graphs:
+                    _rename_inputs(sub.node, rename)
 
 
 #: ONNX op -> the input positions a static-shape compiler needs at compile time: shapes, axes,
@@ -247,7 +460,7 @@ COMPILE_TIME_OPERANDS: dict[str, tuple[int, ...]] = {
     "ReduceL1": (1,), "ReduceL2": (1,), "ReduceLogSum": (1,), "ReduceLogSumExp": (1,),
     "ReduceSumSquare": (1,), "QuantizeLinear": (1, 2), "DequantizeLinear": (1, 2),
     "QLinearMatMul": (1, 2, 4, 5, 6, 7), "QLinearConv": (1, 2, 4, 5, 6, 7), "ConvInteger": (2, 3),
-    "MatMulInteger": (2, 3),
+    "MatMulInteger": (2, 3), "Dropout": (1, 2),
 }
 
 

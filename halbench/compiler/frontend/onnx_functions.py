@@ -4,7 +4,8 @@ Many newer ONNX ops (Attention, RMSNormalization, RotaryEmbedding, Swish, Affine
 defined by the ONNX standard as a function of simpler ops: a schema's function body, or a
 context-dependent one built for the node's attributes and input types. When torch-mlir's ONNX
 conversion leaves such an op behind, halbench expands it into that body (recursively) and imports
-again: the semantics are the standard's own, and no op is re-implemented here.
+again: the semantics are the standard's own. The one exception is CumProd, which the standard
+gives no body: it becomes a masked ReduceProd of standard ops (``_cumprod_function``).
 """
 
 from __future__ import annotations
@@ -67,6 +68,53 @@ def function_for(node: Any, opset: int, value_types: dict[str, Any]) -> Any | No
     return fn
 
 
+#: CumProd's masked form holds n x n elements per column: for short axes only.
+MAX_CUMPROD_AXIS = 1024
+
+
+def _cumprod_function(node: Any, opset: int, value_types: dict[str, Any], g: Any) -> Any | None:
+    """CumProd (which the standard gives no function body) as a FunctionProto of standard ops:
+    ``y[.., i, ..] = ReduceProd_j(Where(mask[i, j], x[.., j, ..], 1))``, the mask chosen by
+    ``exclusive`` and ``reverse``. Needs a static shape, a constant axis and a short axis."""
+    import numpy as np
+    import onnx
+    from onnx import helper, numpy_helper
+
+    t = value_types.get(node.input[0])
+    axis_init = next((i for i in g.initializer if i.name == node.input[1]), None)
+    if t is None or axis_init is None or not t.tensor_type.HasField("shape"):
+        return None
+    dims = [d.dim_value if d.HasField("dim_value") else -1 for d in t.tensor_type.shape.dim]
+    if not dims or min(dims) < 0:
+        return None
+    rank = len(dims)
+    a = int(numpy_helper.to_array(axis_init).reshape(-1)[0])
+    a = a + rank if a < 0 else a
+    if not 0 <= a < rank or dims[a] > MAX_CUMPROD_AXIS:
+        return None
+    attrs = {x.name: helper.get_attribute_value(x) for x in node.attribute}
+    n = dims[a]
+    i, j = np.arange(n)[:, None], np.arange(n)[None, :]
+    ex, rev = bool(attrs.get("exclusive", 0)), bool(attrs.get("reverse", 0))
+    mask = (j > i if ex else j >= i) if rev else (j < i if ex else j <= i)
+    mask = mask.reshape([n, n] + [1] * (rank - 1 - a))
+
+    def const(name: str, value: np.ndarray) -> Any:
+        return helper.make_node("Constant", [], [name], value=numpy_helper.from_array(value, name))
+
+    nodes = [const("mask", mask), const("one_f", np.array(1.0, np.float32)),
+             helper.make_node("CastLike", ["one_f", "x"], ["one"]),
+             const("ax", np.array([a], np.int64)), helper.make_node("Unsqueeze", ["x", "ax"], ["xt"]),
+             helper.make_node("Where", ["mask", "xt", "one"], ["w"])]
+    if opset >= 18:
+        nodes += [const("rax", np.array([a + 1], np.int64)),
+                  helper.make_node("ReduceProd", ["w", "rax"], ["y"], keepdims=0)]
+    else:
+        nodes.append(helper.make_node("ReduceProd", ["w"], ["y"], axes=[a + 1], keepdims=0))
+    return helper.make_function("", "CumProd", ["x", "axis"], ["y"], nodes,
+                                [onnx.helper.make_opsetid("", opset)])
+
+
 def _fill_default_attributes(node: Any, opset: int) -> None:
     """Attributes the node leaves at their defaults, written out: a function body refers to them
     by name, and the inliner drops a reference to an attribute the call does not carry."""
@@ -110,6 +158,8 @@ def expand_functions(model: Any, op_types: set[str]) -> tuple[Any, list[str]]:
             continue
         _fill_default_attributes(node, opset)
         fn = function_for(node, opset, value_types)
+        if fn is None and node.op_type == "CumProd":
+            fn = _cumprod_function(node, opset, value_types, g)
         if fn is None:
             continue
         if node.op_type not in expanded:

@@ -339,18 +339,30 @@ class VulkanDevice(Device):
         return True
 
     # -- teardown -----------------------------------------------------------------------
+    def close(self) -> None:
+        # Wait (bounded) for the device before the base class frees buffers that a submission
+        # still running (one that timed out) may use: freeing them under it crashes lavapipe.
+        self._idle = self._wait_idle()
+        if not self._idle:
+            # Destroying objects the device still uses is undefined: leak them instead.
+            for b in list(self._buffers):
+                b._released = True
+            self._buffers.clear()
+        super().close()
+
+    def _wait_idle(self) -> bool:
+        if self.closed or self.handle is None or self.lost or getattr(self, "timeline", None) is None:
+            return True
+        try:
+            return self.wait_value(self.submitted, 10.0)
+        except DriverError:  # a device lost now still gets its objects destroyed
+            return True
+
     def _close(self) -> None:
         if self.handle is None:
             return
-        idle = True
-        if not self.lost and getattr(self, "timeline", None) is not None:
-            try:
-                idle = self.wait_value(self.submitted, 10.0)
-            except DriverError:  # a device lost now still gets its objects destroyed
-                idle = True
-        if not idle:
-            # Destroying objects the device still uses is undefined: leak them instead.
-            return
+        if not getattr(self, "_idle", True):
+            return  # still busy: leak (see close)
         for cb in list(self._command_buffers):
             cb.release()
         for exe in self._executables:
