@@ -97,11 +97,11 @@ class GLSL(Lang):
         return f"floatBitsToInt({x})"
 
     def round_half(self, x: str) -> str:
-        return f"float(float16_t({x}))"
+        return f"hb_round_f16({x})"
 
 
 _LIB_FUNCS = ("hb_erf", "hb_tanh", "hb_expm1", "hb_log1p", "hb_round", "hb_fmod", "hb_pow", "hb_copysign",
-              "hb_f2bf", "hb_round_bf16", "hb_round_tf32")
+              "hb_f2bf", "hb_round_bf16", "hb_round_tf32", "hb_round_f16")
 
 
 def _needs(text: str) -> set[str]:
