@@ -101,7 +101,7 @@ class GLSL(Lang):
 
 
 _LIB_FUNCS = ("hb_erf", "hb_tanh", "hb_expm1", "hb_log1p", "hb_round", "hb_fmod", "hb_pow", "hb_copysign",
-              "hb_f2bf", "hb_round_bf16", "hb_round_tf32", "hb_round_f16")
+              "hb_f2bf", "hb_round_bf16", "hb_round_tf32", "hb_round_f16", "hb_div")
 
 
 def _needs(text: str) -> set[str]:

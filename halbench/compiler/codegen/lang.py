@@ -232,6 +232,10 @@ def _expr(n: Any, a: list[str], adt: list[str], t: str, L: Lang, arg: Callable[[
         return f"{L.fn('fma')}({a[0]}, {a[1]}, {a[2]})"
     if op == "negf":
         return f"(-{a[0]})"
+    if op == "divf" and L.name == "glsl" and src_t == "float":
+        # Vulkan allows a division 2.5 ULP off, and NVIDIA's is: x / scale then rounded to an
+        # integer (DynamicQuantizeLinear) landed on the wrong side of a tie on the H100.
+        return f"hb_div({a[0]}, {a[1]})"
     if op in ("addf", "subf", "mulf", "divf"):
         return f"({a[0]} {'+-*/'[['addf', 'subf', 'mulf', 'divf'].index(op)]} {a[1]})"
     if op in ("addi", "subi", "muli", "andi", "ori", "xori") and src_t == "bool":
