@@ -184,7 +184,13 @@ def test_compiles_for_vulkan_and_matches_onnxruntime(name: str, tmp_path: Path) 
 def test_vgg19_at_224_matches_onnxruntime_on_lavapipe_through_bda(tmp_path: Path) -> None:
     """VGG-19 as shipped (224x224, FC6 weights of 411 MB, past lavapipe's 128 MB
     maxStorageBufferRange) through the BDA ABI. One lavapipe run takes minutes on two shared
-    cores: past the 60 s default timeout, which once freed the run's buffers under it (segfault)."""
+    cores: past the 60 s default timeout, which once freed the run's buffers under it (segfault).
+    Opt-in (HALBENCH_HEAVY_TESTS=1): 6-11 minutes of lavapipe would double CI's time; the
+    timeout-and-close path it found is covered in seconds by tests/runtime/test_timeout_close.py."""
+    import os
+
+    if os.environ.get("HALBENCH_HEAVY_TESTS") != "1":
+        pytest.skip("VGG-19 at 224 runs 6-11 min on lavapipe: set HALBENCH_HEAVY_TESTS=1 to run it")
     pytest.importorskip("iree.compiler")
     _compile_and_run("zoo-vgg19", tmp_path, ("vulkan",), ["vulkan://"],
                      backend={"vulkan-dispatch-abi": "bda"}, timeout_s=1800.0)
