@@ -117,6 +117,8 @@ class GemmAttrsDoc(_Strict):
 
     transpose_a: bool | None = None
     transpose_b: bool | None = None
+    #: a batch matmul's operand shared across the batch (2-D; passes/share_batch_operands.py)
+    shared: Literal["a", "b"] | None = None
     layout: Literal["nchw", "ngchw", "nhwc_hwcf", "nhwc_fhwc"] | None = None
     strides: SmallInts | None = None
     dilations: SmallInts | None = None

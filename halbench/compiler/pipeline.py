@@ -16,6 +16,7 @@ from halbench.compiler.passes.fold_reshapes import fold_reshapes
 from halbench.compiler.passes.form_dispatches import form_dispatches
 from halbench.compiler.passes.fuse_elementwise import fuse_elementwise
 from halbench.compiler.passes.fuse_pad import fuse_pad
+from halbench.compiler.passes.share_batch_operands import share_batch_operands
 from halbench.compiler.passes.fuse_rows import fuse_rows
 from halbench.compiler.passes.inline_constants import inline_constants
 from halbench.compiler.passes.recognize_patterns import recognize_patterns
@@ -23,7 +24,8 @@ from halbench.errors import UserError
 
 __all__ = ["PASSES", "run_pipeline"]
 
-PASSES = ("parse", "inline_constants", "canonicalize", "fold_constants", "fold_reshapes", "fuse_pad",
+PASSES = ("parse", "inline_constants", "canonicalize", "fold_constants", "share_batch_operands",
+          "fold_reshapes", "fuse_pad",
           "fuse_elementwise", "form_dispatches", "recognize_patterns", "fuse_rows",
           "assign_buffers", "cost")
 
@@ -50,6 +52,8 @@ def run_pipeline(graph: Graph, dump_after: str | None = None, out: TextIO | None
     g = step("canonicalize", canonicalize, g)              # fills used only as inits, dead results
     g = step("fold_constants", fold_constants, g)          # weight transposes/casts at compile time
     g = step("canonicalize", canonicalize, g)              # weights the fold left unused
+    g = step("share_batch_operands", share_batch_operands, g)  # a broadcast weight read in place
+    g = step("canonicalize", canonicalize, g)              # the broadcast copies nobody reads
     g = step("fold_reshapes", fold_reshapes, g)            # reshapes move no data: views
     g = step("fuse_pad", fuse_pad, g)                      # convs read padding in bounds checks
     g = step("fuse_elementwise", fuse_elementwise, g)      # chains of element-wise ops: one body

@@ -171,13 +171,16 @@ def reference(p: GemmProblemDoc, a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def _out_shape(p: GemmProblemDoc, attrs: dict[str, Any]) -> tuple[int, ...]:
     a, b = list(p.a), list(p.b)
     if p.kind in ("matmul", "batch_matmul"):
-        if len(a) != (3 if p.kind == "batch_matmul" else 2) or len(b) != len(a):
+        shared = attrs.get("shared") if p.kind == "batch_matmul" else None
+        rank = 3 if p.kind == "batch_matmul" else 2
+        if len(a) != (2 if shared == "a" else rank) or len(b) != (2 if shared == "b" else rank):
             raise UserError(f"{p.kind} problem: a {a} and b {b} have the wrong rank")
         m, ka = (a[-1], a[-2]) if attrs.get("transpose_a") else (a[-2], a[-1])
         kb, n = (b[-1], b[-2]) if attrs.get("transpose_b") else (b[-2], b[-1])
-        if ka != kb or (p.kind == "batch_matmul" and a[0] != b[0]):
+        if ka != kb or (p.kind == "batch_matmul" and not shared and a[0] != b[0]):
             raise UserError(f"{p.kind} problem: a {a} and b {b} do not multiply")
-        return (*a[:-2], m, n)
+        batch = b[0] if shared == "a" else a[0]
+        return (batch, m, n) if p.kind == "batch_matmul" else (m, n)
     layout = attrs.get("layout", "nchw")
     st, dl = attrs.get("strides", [1, 1]), attrs.get("dilations", [1, 1])
     pads = attrs.get("pads", [0, 0, 0, 0])

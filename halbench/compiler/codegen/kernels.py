@@ -613,8 +613,9 @@ def _plan_dot(c: _Ctx, t: Tuning) -> Plan:
     pre = [o[0]] if op.kind == "batch_matmul" else []
     m_, n_ = o[-2], o[-1]
     acc_t = ctype(odt)
-    la = c.ld(ia, pre + (["k", m_] if ta else [m_, "k"]))
-    lb = c.ld(ib, pre + ([n_, "k"] if tb else ["k", n_]))
+    # a batch matmul's operand shared across the batch (share_batch_operands) has no batch coordinate
+    la = c.ld(ia, ([] if a.get("shared") == "a" else pre) + (["k", m_] if ta else [m_, "k"]))
+    lb = c.ld(ib, ([] if a.get("shared") == "b" else pre) + ([n_, "k"] if tb else ["k", n_]))
     lines = [f"{acc_t} acc = {c.L.lit(0, odt)};",
              f"for (int k = 0; k < {k}; k++) acc += {acc_t}({la}) * {acc_t}({lb});"]
     lines += c.finish(o, "acc")
@@ -635,21 +636,24 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
     operands = (ia, ib)  # the bindings A and B are read from (an NCHW conv's A is its filter)
     if op.kind in ("matmul", "batch_matmul"):
         sa, sb = c.shape(ia), c.shape(ib)
-        batch = sa[0] if op.kind == "batch_matmul" else 1
+        batch = out_shape[0] if op.kind == "batch_matmul" else 1
         ta, tb = bool(a.get("transpose_a")), bool(a.get("transpose_b"))
         m, k = (sa[-1], sa[-2]) if ta else (sa[-2], sa[-1])
         n = sb[-2] if tb else sb[-1]
         pre = ["b"] if op.kind == "batch_matmul" else []
-        load_a = c.ld(ia, pre + (["k", "m"] if ta else ["m", "k"]))
-        load_b = c.ld(ib, pre + (["n", "k"] if tb else ["k", "n"]))
+        # an operand shared across the batch (share_batch_operands) is read without the batch index
+        pre_a = [] if a.get("shared") == "a" else pre
+        pre_b = [] if a.get("shared") == "b" else pre
+        load_a = c.ld(ia, pre_a + (["k", "m"] if ta else ["m", "k"]))
+        load_b = c.ld(ib, pre_b + (["n", "k"] if tb else ["k", "n"]))
         a_kc, b_nc = not ta, not tb
         out = pre + ["m", "n"]
         # Element offsets of A[m][k..k+7] and B[k][n..n+7] where those 8 are contiguous and
         # 16-byte aligned: the matrix GEMM then loads them as one 16-byte vector.
-        vec_off = (lin(sa, pre + ["m", "k"]) if a_kc and k % 8 == 0 else None,
-                   lin(sb, pre + ["k", "n"]) if b_nc and n % 8 == 0 else None)
-        vec4_off = (lin(sa, pre + ["m", "k"]) if a_kc and k % 4 == 0 else None,
-                    lin(sb, pre + ["k", "n"]) if b_nc and n % 4 == 0 else None)
+        vec_off = (lin(sa, pre_a + ["m", "k"]) if a_kc and k % 8 == 0 else None,
+                   lin(sb, pre_b + ["k", "n"]) if b_nc and n % 8 == 0 else None)
+        vec4_off = (lin(sa, pre_a + ["m", "k"]) if a_kc and k % 4 == 0 else None,
+                    lin(sb, pre_b + ["k", "n"]) if b_nc and n % 4 == 0 else None)
     else:  # conv2d as implicit GEMM
         layout = a["layout"]
         xs, ws = c.shape(ia), c.shape(ib)
@@ -855,7 +859,7 @@ def _gemm_dims(op: Op, g: Graph) -> tuple[int, int, int, int]:
     sa, sb = g.types[op.inputs[0]].shape, g.types[op.inputs[1]].shape
     a = op.attrs
     if op.kind in ("matmul", "batch_matmul"):
-        batch = sa[0] if op.kind == "batch_matmul" else 1
+        batch = g.types[op.outputs[0]].shape[0] if op.kind == "batch_matmul" else 1
         m, k = (sa[-1], sa[-2]) if a.get("transpose_a") else (sa[-2], sa[-1])
         n = sb[-2] if a.get("transpose_b") else sb[-1]
         return int(batch), int(m), int(n), int(k)

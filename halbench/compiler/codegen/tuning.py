@@ -164,7 +164,7 @@ def _attr(v: Any) -> str:
 
 def config_problem(op: Any, types: Any) -> dict[str, Any]:
     """The problem description of a GEMM root op (what ``problem_key`` and ``halbench tune`` read)."""
-    keep = ("transpose_a", "transpose_b") if op.kind != "conv2d" else (
+    keep = ("transpose_a", "transpose_b", "shared") if op.kind != "conv2d" else (
         "layout", "strides", "dilations", "pads", "pad_value")
     attrs = {}
     for k in keep:
