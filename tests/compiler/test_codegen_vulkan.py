@@ -17,18 +17,6 @@ from tests.compiler import codegen_cases as cc
 RTOL = 1e-4
 
 
-@pytest.fixture(scope="module")
-def vk():
-    import halbench
-
-    try:
-        dev = halbench.create_device("vulkan://")
-    except Exception as e:  # noqa: BLE001 - no Vulkan here: skip with the reason
-        pytest.skip(f"no Vulkan device: {e}")
-    with dev:
-        yield dev
-
-
 def run_variant(dev, variant, inputs: list[np.ndarray], out_shapes: list[tuple[tuple[int, ...], np.dtype]]):
     exe = dev.load_executable(variant.binary())
     bufs = []

@@ -230,18 +230,6 @@ def test_vulkan_without_matrix_units_for_it_keeps_the_rounded_scalar_gemm(target
     assert rounded[precision] in src["descriptors"]
 
 
-@pytest.fixture(scope="module")
-def vk():
-    import halbench
-
-    try:
-        dev = halbench.create_device("vulkan://")
-    except Exception as e:  # noqa: BLE001 - no Vulkan here: skip with the reason
-        pytest.skip(f"no Vulkan device: {e}")
-    with dev:
-        yield dev
-
-
 @pytest.mark.parametrize("precision", REDUCED)
 @pytest.mark.parametrize("case", ["matmul", "batch_matmul", "conv"])
 def test_lavapipe_runs_the_rounded_scalar_gemm(vk, case, precision):
