@@ -138,7 +138,8 @@ def _torch(onnx_path: Path, inputs: list[np.ndarray], precision: str, ref) -> tu
         return None, None
 
 
-def run_all(root: Path, models: list[str], batches: list[int], devices: list[str], rounds: int) -> None:
+def run_all(root: Path, models: list[str], batches: list[int], devices: list[str], rounds: int,
+            profile_dir: Path | None = None, precisions: tuple[str, ...] = PRECISIONS) -> None:
     import halbench
     from halbench.bench import zoo
     from halbench.bench.reference import compare_outputs
@@ -160,8 +161,8 @@ def run_all(root: Path, models: list[str], batches: list[int], devices: list[str
             except Exception as e:  # noqa: BLE001
                 print(f"{model} b{batch}: no onnxruntime reference: {e}")
                 ref = None
-            torch = {p: _torch(onnx_path, list(feeds.values()), tp, ref) for p, tp in TORCH}
-            precs = [p for p in PRECISIONS if (root / f"{model}-b{batch}-{p}.hbxs").exists()]
+            torch = {p: _torch(onnx_path, list(feeds.values()), tp, ref) for p, tp in TORCH if p in precisions}
+            precs = [p for p in precisions if (root / f"{model}-b{batch}-{p}.hbxs").exists()]
             bundles = {p: _unpack(root / f"{model}-b{batch}-{p}.hbxs", store, tmp / f"{model}-b{batch}-{p}.hbx")
                        for p in precs}
             for uri in devices:
@@ -193,10 +194,16 @@ def run_all(root: Path, models: list[str], batches: list[int], devices: list[str
                                     times[p] += list(mod.profile(None, inputs, runs=25, warmup=3,
                                                                  dispatch_times=False).total_ns)
                             top = {}
-                            for p in here[1:] if len(here) > 1 else here:
+                            for p in here if profile_dir else (here[1:] if len(here) > 1 else here):
                                 pb = mods[p].profile(None, inputs, runs=10, warmup=2)
                                 per = np.median(np.array(pb.dispatch_ns), axis=0) / 1e6
                                 top[p] = sorted(zip(per, [d.name for d in pb.dispatches]), reverse=True)[:3]
+                                if profile_dir:  # the whole per-dispatch breakdown, for reading back home
+                                    profile_dir.mkdir(parents=True, exist_ok=True)
+                                    rows_ = [{**d.to_dict(), "ms": float(t)} for d, t in zip(pb.dispatches, per)]
+                                    (profile_dir / f"{model}-b{batch}-{uri.partition(':')[0]}-{p}.json").write_text(
+                                        json.dumps({"total_ms": float(np.median(pb.total_ns)) / 1e6,
+                                                    "dispatches": rows_}, indent=0))
                         finally:
                             for mod in mods.values():
                                 mod.close()
@@ -237,15 +244,18 @@ def main() -> None:
     r.add_argument("root", type=Path)
     r.add_argument("--devices", nargs="+", default=["cuda://", "vulkan://"])
     r.add_argument("--rounds", type=int, default=4)
+    r.add_argument("--profile-dir", type=Path, default=None,
+                   help="write every bundle's per-dispatch profile (JSON) here")
+    r.add_argument("--precisions", nargs="+", default=list(PRECISIONS))
+    c.add_argument("--precisions", nargs="+", default=list(PRECISIONS))
     for p in (c, r):
         p.add_argument("--models", nargs="+", default=list(MODELS))
         p.add_argument("--batches", nargs="+", type=int, default=list(BATCHES))
-    c.add_argument("--precisions", nargs="+", default=list(PRECISIONS))
     a = ap.parse_args()
     if a.cmd == "compile":
         compile_all(a.out, a.models, a.batches, a.precisions, a.target)
     else:
-        run_all(a.root, a.models, a.batches, a.devices, a.rounds)
+        run_all(a.root, a.models, a.batches, a.devices, a.rounds, a.profile_dir, a.precisions)
 
 
 if __name__ == "__main__":
