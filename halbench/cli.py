@@ -590,7 +590,11 @@ def compile_cmd(input_path: str, output: str, target_devices: tuple[str, ...], t
               help="Seconds of measuring in all (each problem's rule configuration is always measured).")
 @click.option("--samples", type=click.IntRange(1, 1000), default=10, show_default=True,
               help="Timed runs per candidate (the median counts).")
-@click.option("--warmup", type=click.IntRange(0, 1000), default=3, show_default=True)
+@click.option("--warmup", type=click.IntRange(0, 1000), default=3, show_default=True,
+              help="Untimed runs before each candidate's samples.")
+@click.option("--warmup-s", type=click.FloatRange(0, 10), default=0.2, show_default=True,
+              help="Seconds of load before the first timing after each batch of compiles (GPUs lower "
+                   "their clocks while idle).")
 @click.option("--max-candidates", type=click.IntRange(0, 1000), default=24, show_default=True,
               help="Candidates per problem beyond the rule's.")
 @click.option("--jobs", type=click.IntRange(1, 256), default=8, show_default=True, help="Parallel compiles.")
@@ -603,8 +607,8 @@ def compile_cmd(input_path: str, output: str, target_devices: tuple[str, ...], t
               help="With a model file and no --device: the backend to collect its problems for.")
 @FORMAT
 def tune_cmd(sources: tuple[str, ...], device_uri: str | None, target: str | None, budget_s: float, samples: int,
-             warmup: int, max_candidates: int, jobs: int, output: str | None, save_problems: str | None,
-             api: str, fmt: str) -> None:
+             warmup: int, warmup_s: float, max_candidates: int, jobs: int, output: str | None,
+             save_problems: str | None, api: str, fmt: str) -> None:
     """Measure GEMM tile configurations of a model's problems on a device and cache the fastest
     correct one per problem for the device's target; compile then uses them."""
     from halbench.tune import load_problems, save_run, tune, write_problems
@@ -631,7 +635,7 @@ def tune_cmd(sources: tuple[str, ...], device_uri: str | None, target: str | Non
         raise UserError(f"{', '.join(sources)}: no f32 GEMM or convolution on the scalar GEMM path to tune")
     log = None if fmt == "json" else (lambda s: click.echo(s, err=True))
     run = tune(problems, device_uri, target=target, budget_s=budget_s, samples=samples, warmup=warmup,
-               max_candidates=max_candidates, jobs=jobs, log=log,
+               warmup_s=warmup_s, max_candidates=max_candidates, jobs=jobs, log=log,
                on_problem=lambda so_far: save_run(so_far, output))  # a run cut short keeps its results
     save_run(run, output)
     if fmt == "json":
@@ -1048,8 +1052,8 @@ EXIT_CODES: dict[str, list[tuple[int, str]]] = {
                    (1, "an error, or a result that differs from --expected_output"), _USAGE],
     "run-suite": [(0, ("every benchmark ran and was correct (one skipped for a missing device or "
                       "feature does not count)")),
-                  (1, "a benchmark errored or computed a wrong result, or a device named explicitly is "
-                      "not here (the others are still written)"),
+                  (1, ("a benchmark errored or computed a wrong result, or a device named explicitly is "
+                       "not here (the others are still written)")),
                   (2, "the suite is unusable or selects nothing (nothing is written)")],
     "compare": [(0, "compared, whatever the verdicts (compare informs; the gate decides)"),
                 (1, "an unreadable or invalid results or gate file"),

@@ -160,9 +160,11 @@ def _one_format(api: str, abi: str | None) -> dict[str, str]:
 
 
 def measure_bundle(device: Any, path: Path, inputs: Sequence[np.ndarray], ref: np.ndarray,
-                   samples: int, warmup: int) -> tuple[float | None, str | None]:
+                   samples: int, warmup: int, warmup_s: float = 0.0) -> tuple[float | None, str | None]:
     """(median device ns of the bundle's one dispatch, None) or (None, why it is discarded):
-    the output is checked against ``ref`` first, so a wrong kernel is never timed."""
+    the output is checked against ``ref`` first, so a wrong kernel is never timed. ``warmup_s``
+    keeps the device busy with the kernel that long first: a GPU left idle while candidates
+    compile drops its clocks (NVIDIA's Vulkan driver measured 1.7x slower for ~0.2 s)."""
     from halbench.runtime import Module
 
     try:
@@ -174,6 +176,9 @@ def measure_bundle(device: Any, path: Path, inputs: Sequence[np.ndarray], ref: n
             err = float(np.max(np.abs(out.astype(np.float64) - ref))) / (scale or 1.0) if out.size else 0.0
             if not math.isfinite(err) or err > TOLERANCE:
                 return None, f"wrong result (relative error {err:.2g})"
+            t0 = time.monotonic()
+            while time.monotonic() - t0 < warmup_s:
+                mod.profile(inputs=list(inputs), runs=10, warmup=0, dispatch_times=False)
             prof = mod.profile(inputs=list(inputs), runs=samples, warmup=warmup)
     except HalbenchError as e:
         return None, f"run failed: {str(e).splitlines()[0][:160]}"
@@ -208,6 +213,7 @@ class _Session:
     samples: int
     warmup: int
     jobs: int
+    warmup_s: float = 0.0
 
     def run(self, pr: _Problem, cfgs: list[GemmConfig | None]) -> list[Measured]:
         """Compile ``cfgs`` (None: the rule) a pool's width at a time and measure them in order,
@@ -227,9 +233,9 @@ class _Session:
         if best is None or best is res.rule or not res.rule.ok:
             return
         again = []
-        for m in (res.rule, best):
+        for i, m in enumerate((res.rule, best)):
             ns, err = measure_bundle(self.device, m.path, pr.inputs, pr.ref, self.samples,  # type: ignore[arg-type]
-                                     self.warmup)
+                                     self.warmup, self.warmup_s if i == 0 else 0.0)
             again.append(Measured(m.config, ns, err, m.path) if err is None else m)
         res.rule = again[0] if again[0].ok else res.rule
         res.confirmed = min((m for m in again if m.ok), key=lambda m: m.time_ns, default=best)  # type: ignore[arg-type,return-value]
@@ -239,6 +245,7 @@ class _Session:
                                     self.tmp / f"{pr.index}-{pr.compiled + j}.hbx") for j, c in enumerate(cfgs)]
         pr.compiled += len(cfgs)
         out = []
+        warm = self.warmup_s  # the device idled while the chunk compiled: warm it before the first timing
         for c, job in zip(cfgs, futures):
             path, gemm, err = job.result()
             if c is None and err is not None:  # the rule itself: nothing to compare with
@@ -246,7 +253,8 @@ class _Session:
             cfg = c if c is not None else GemmConfig(**gemm["config"])  # type: ignore[index]
             if err is None and (c is None or time.perf_counter() < pr.deadline):
                 ns, err = measure_bundle(self.device, path, pr.inputs, pr.ref, self.samples,  # type: ignore[arg-type]
-                                         self.warmup)
+                                         self.warmup, warm)
+                warm = 0.0 if err is None else warm
                 out.append(Measured(cfg, ns, err, path))
             elif err is not None:
                 out.append(Measured(cfg, None, err))
@@ -272,7 +280,7 @@ def _target(api: str, target: str | None, uri: str) -> tuple[str, Any]:
 
 def tune(problems: dict[str, GemmProblemDoc], device_uri: str, *, target: str | None = None,
          budget_s: float = 60.0, samples: int = 10, warmup: int = 3, max_candidates: int = 24,
-         jobs: int = 8, log: Callable[[str], None] | None = None,
+         jobs: int = 8, warmup_s: float = 0.2, log: Callable[[str], None] | None = None,
          on_problem: Callable[[TuneRun], None] | None = None) -> TuneRun:
     """Tune every problem on ``device_uri`` within about ``budget_s`` seconds in all (the rule's
     configuration of each is always measured). ``on_problem`` gets the run so far after each
@@ -295,7 +303,8 @@ def tune(problems: dict[str, GemmProblemDoc], device_uri: str, *, target: str | 
             ThreadPoolExecutor(max(1, jobs)) as pool:
         # One Vulkan ABI is enough to time a kernel: the one the device prefers.
         abi = ("bda" if dev.supports("vulkan-spirv-bda-v1") else "descriptors") if api == "vulkan" else None
-        session = _Session(dev, pool, Path(tmp), api, spec, info.uri, abi, samples, warmup, max(1, jobs))
+        session = _Session(dev, pool, Path(tmp), api, spec, info.uri, abi, samples, warmup, max(1, jobs),
+                           max(0.0, float(warmup_s)))
         for i, (key, p) in enumerate(problems.items()):
             rng = np.random.default_rng(i)
             inputs = [rng.uniform(-1, 1, size=tuple(s)).astype(np.float32) for s in (p.a, p.b)]

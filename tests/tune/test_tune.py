@@ -275,3 +275,24 @@ def test_a_configuration_reaches_the_generated_kernel(tmp_path: Path, runs: bool
     with halbench.create_device(uri) as dev:
         ns, err = measure_bundle(dev, path, [a, b], reference(p, a, b).astype(np.float64), samples=1, warmup=0)
     assert err is None and ns > 0
+
+
+def test_a_timing_after_idle_is_preceded_by_load(tmp_path: Path) -> None:
+    """``warmup_s`` runs the kernel at least that long before its samples (GPUs lower their
+    clocks while the next candidates compile): a floor on the call's wall time, not a speed."""
+    import time
+
+    import halbench
+
+    uri = device_or_skip("vulkan://")
+    p = _square()
+    a, b = (RNG.uniform(-1, 1, (96, 96)).astype(np.float32) for _ in range(2))
+    path, _, err = _compile(p, problem_key(p.model_dump()), "vulkan", "auto", uri, None, "descriptors",
+                            tmp_path / "k.hbx")
+    assert err is None, err
+    with halbench.create_device(uri) as dev:
+        t0 = time.monotonic()
+        ns, err = measure_bundle(dev, path, [a, b], reference(p, a, b).astype(np.float64), samples=1, warmup=0,
+                                 warmup_s=0.3)
+        assert err is None and ns > 0
+        assert time.monotonic() - t0 >= 0.3
