@@ -1,0 +1,63 @@
+"""Why do the tuner's Vulkan times differ from the same kernels inside a model? One problem,
+compiled with the rule's configuration through CUDA and Vulkan, timed four ways:
+  tuner: measure_bundle (checked, ``samples`` per-dispatch timestamps after warmup_s of load);
+  whole: 0.5 s of load, then 100 runs timed whole (no per-dispatch timestamps);
+  tuner again right after ``whole``;
+  graph-like: one command buffer of 20 dispatches back to back, per-dispatch median.
+Usage (GPU machine): python3 scripts/gpu_tune_timing_check.py"""
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+import halbench
+from halbench.bundle.manifest_schema import GemmProblemDoc
+from halbench.runtime import Module
+from halbench.tune.problems import reference
+from halbench.compiler.codegen.tuning import problem_key
+from halbench.tune.search import _compile, measure_bundle
+
+PROBLEMS = [
+    {"kind": "conv2d", "dtype": "f32", "a": [8, 256, 14, 14], "b": [256, 256, 3, 3], "out": [8, 256, 14, 14],
+     "attrs": {"dilations": [1, 1], "layout": "nchw", "pad_value": 0.0, "pads": [1, 1, 1, 1], "strides": [1, 1]}},
+    {"kind": "batch_matmul", "dtype": "f32", "a": [8, 128, 1536], "b": [1536, 384], "out": [8, 128, 384],
+     "attrs": {"shared": "b", "transpose_a": False, "transpose_b": False}},
+]
+
+
+def main() -> None:
+    tmp = Path(tempfile.mkdtemp())
+    rows = []
+    for i, raw in enumerate(PROBLEMS):
+        p = GemmProblemDoc.model_validate(raw)
+        key = problem_key(p.model_dump())
+        rng = np.random.default_rng(0)
+        inputs = [rng.uniform(-1, 1, size=tuple(s)).astype(np.float32) for s in (p.a, p.b)]
+        ref = reference(p, *inputs).astype(np.float64)
+        for uri, api, abi in (("cuda://0", "cuda", None), ("vulkan://0", "vulkan", "bda")):
+            path, gemm, err = _compile(p, key, api, "h100", uri, None, abi, tmp / f"{i}-{api}.hbx")
+            if err:
+                print(key, api, err)
+                continue
+            with halbench.create_device(uri) as dev:
+                t1, e1 = measure_bundle(dev, path, inputs, ref, 10, 3, 0.2)
+                with Module.load(path, dev) as mod:
+                    t0 = time.monotonic()
+                    while time.monotonic() - t0 < 0.5:
+                        mod.profile(inputs=inputs, runs=10, warmup=0, dispatch_times=False)
+                    whole = float(np.median(mod.profile(inputs=inputs, runs=100, warmup=3,
+                                                        dispatch_times=False).total_ns))
+                    per = float(mod.profile(inputs=inputs, runs=30, warmup=3).dispatch_median_ns()[0])
+                t2, e2 = measure_bundle(dev, path, inputs, ref, 10, 3, 0.0)
+            rows.append((key[:60], api, gemm["config"], t1, whole, per, t2))
+    print("\n| problem | api | config | tuner us | whole us | per-dispatch us (after load) | tuner again us |")
+    for k, api, cfg, t1, w, per, t2 in rows:
+        c = f"{cfg['bm']}x{cfg['bn']}x{cfg['bk']}/{cfg['tm']}x{cfg['tn']} s{cfg['split']}"
+        print(f"| {k} | {api} | {c} | {(t1 or 0) / 1e3:.1f} | {w / 1e3:.1f} | {per / 1e3:.1f} | {(t2 or 0) / 1e3:.1f} |")
+
+
+if __name__ == "__main__":
+    main()
