@@ -15,9 +15,9 @@ import numpy as np
 
 import halbench
 from halbench.bundle.manifest_schema import GemmProblemDoc
+from halbench.compiler.codegen.tuning import problem_key
 from halbench.runtime import Module
 from halbench.tune.problems import reference
-from halbench.compiler.codegen.tuning import problem_key
 from halbench.tune.search import _compile, measure_bundle
 
 PROBLEMS = [
@@ -26,6 +26,33 @@ PROBLEMS = [
     {"kind": "batch_matmul", "dtype": "f32", "a": [8, 128, 1536], "b": [1536, 384], "out": [8, 128, 384],
      "attrs": {"shared": "b", "transpose_a": False, "transpose_b": False}},
 ]
+
+
+def VARIANTS(p: GemmProblemDoc) -> list:
+    from halbench.compiler.codegen.tuning import GemmConfig
+
+    out = []
+    for uri, api, abis in (("cuda://0", "cuda", (None,)), ("vulkan://0", "vulkan", ("bda", "descriptors"))):
+        for abi in abis:
+            out.append((uri, api, abi, None))
+        for cfg in (GemmConfig(bm=64, bn=64, bk=16, tm=4, tn=4, split=1, runs=True),
+                    GemmConfig(bm=64, bn=64, bk=16, tm=4, tn=4, split=1, runs=False)):
+            for abi in abis[:1]:
+                out.append((uri, api, abi, cfg))
+    return out
+
+
+def tuned(problems: list[dict]) -> None:
+    """The tuner itself on these problems (its times should match the ones timed alone)."""
+    from halbench.tune import tune
+
+    docs = {problem_key(GemmProblemDoc.model_validate(r).model_dump()): GemmProblemDoc.model_validate(r)
+            for r in problems}
+    for uri in ("cuda://0", "vulkan://0"):
+        run = tune(docs, uri, target="h100", budget_s=20, jobs=16, max_candidates=16)
+        for r in run.results:
+            print(f"tuner {uri}: {r.key[:50]} rule {r.rule.config.label()} "
+                  f"{(r.rule.time_ns or 0) / 1e3:.1f} us, best {r.best.config.label()} {(r.best.time_ns or 0) / 1e3:.1f} us")
 
 
 def main() -> None:
@@ -37,13 +64,13 @@ def main() -> None:
         rng = np.random.default_rng(0)
         inputs = [rng.uniform(-1, 1, size=tuple(s)).astype(np.float32) for s in (p.a, p.b)]
         ref = reference(p, *inputs).astype(np.float64)
-        for uri, api, abi in (("cuda://0", "cuda", None), ("vulkan://0", "vulkan", "bda")):
-            path, gemm, err = _compile(p, key, api, "h100", uri, None, abi, tmp / f"{i}-{api}.hbx")
+        for uri, api, abi, cfg in VARIANTS(p):
+            path, gemm, err = _compile(p, key, api, "h100", uri, cfg, abi, tmp / f"{i}-{api}-{abi}-{cfg}.hbx")
             if err:
                 print(key, api, err)
                 continue
             with halbench.create_device(uri) as dev:
-                t1, e1 = measure_bundle(dev, path, inputs, ref, 10, 3, 0.2)
+                t1, _e1 = measure_bundle(dev, path, inputs, ref, 10, 3, 0.2)
                 with Module.load(path, dev) as mod:
                     t0 = time.monotonic()
                     while time.monotonic() - t0 < 0.5:
@@ -51,13 +78,14 @@ def main() -> None:
                     whole = float(np.median(mod.profile(inputs=inputs, runs=100, warmup=3,
                                                         dispatch_times=False).total_ns))
                     per = float(mod.profile(inputs=inputs, runs=30, warmup=3).dispatch_median_ns()[0])
-                t2, e2 = measure_bundle(dev, path, inputs, ref, 10, 3, 0.0)
-            rows.append((key[:60], api, gemm["config"], t1, whole, per, t2))
+                t2, _e2 = measure_bundle(dev, path, inputs, ref, 10, 3, 0.0)
+            rows.append((key[:60], f"{api}-{abi or ''}", gemm["config"], t1, whole, per, t2))
     print("\n| problem | api | config | tuner us | whole us | per-dispatch us (after load) | tuner again us |")
     for k, api, cfg, t1, w, per, t2 in rows:
-        c = f"{cfg['bm']}x{cfg['bn']}x{cfg['bk']}/{cfg['tm']}x{cfg['tn']} s{cfg['split']}"
+        c = f"{cfg['bm']}x{cfg['bn']}x{cfg['bk']}/{cfg['tm']}x{cfg['tn']} s{cfg['split']}{' runs' if cfg.get('runs') else ''}"
         print(f"| {k} | {api} | {c} | {(t1 or 0) / 1e3:.1f} | {w / 1e3:.1f} | {per / 1e3:.1f} | {(t2 or 0) / 1e3:.1f} |")
 
 
 if __name__ == "__main__":
     main()
+    tuned(PROBLEMS)
