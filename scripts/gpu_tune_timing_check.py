@@ -48,8 +48,11 @@ def tuned(problems: list[dict]) -> None:
 
     docs = {problem_key(GemmProblemDoc.model_validate(r).model_dump()): GemmProblemDoc.model_validate(r)
             for r in problems}
-    for uri in ("cuda://0", "vulkan://0"):
-        run = tune(docs, uri, target="h100", budget_s=20, jobs=16, max_candidates=16)
+    keys = list(docs)
+    orders = [("all", keys), ("last alone", keys[-1:]), ("reversed", keys[::-1])]
+    for (what, ks), uri in [(o, u) for u in ("cuda://0", "vulkan://0") for o in orders]:
+        run = tune({k: docs[k] for k in ks}, uri, target="h100", budget_s=10 * len(ks), jobs=16, max_candidates=8)
+        print(f"-- {what}")
         for r in run.results:
             print(f"tuner {uri}: {r.key[:50]} rule {r.rule.config.label()} "
                   f"{(r.rule.time_ns or 0) / 1e3:.1f} us, best {r.best.config.label()} {(r.best.time_ns or 0) / 1e3:.1f} us")
@@ -87,5 +90,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    if "--tuner-only" not in sys.argv:
+        main()
     tuned(PROBLEMS)
