@@ -593,8 +593,8 @@ def compile_cmd(input_path: str, output: str, target_devices: tuple[str, ...], t
 @click.option("--warmup", type=click.IntRange(0, 1000), default=3, show_default=True,
               help="Untimed runs before each candidate's samples.")
 @click.option("--warmup-s", type=click.FloatRange(0, 10), default=0.2, show_default=True,
-              help="Seconds of load before the first timing after each batch of compiles (GPUs lower "
-                   "their clocks while idle).")
+              help="Seconds of load before each candidate's timing (GPUs lower their clocks while "
+                   "idle).")
 @click.option("--max-candidates", type=click.IntRange(0, 1000), default=24, show_default=True,
               help="Candidates per problem beyond the rule's.")
 @click.option("--jobs", type=click.IntRange(1, 256), default=8, show_default=True, help="Parallel compiles.")

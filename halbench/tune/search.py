@@ -233,9 +233,9 @@ class _Session:
         if best is None or best is res.rule or not res.rule.ok:
             return
         again = []
-        for i, m in enumerate((res.rule, best)):
+        for m in (res.rule, best):
             ns, err = measure_bundle(self.device, m.path, pr.inputs, pr.ref, self.samples,  # type: ignore[arg-type]
-                                     self.warmup, self.warmup_s if i == 0 else 0.0)
+                                     self.warmup, self.warmup_s)
             again.append(Measured(m.config, ns, err, m.path) if err is None else m)
         res.rule = again[0] if again[0].ok else res.rule
         res.confirmed = min((m for m in again if m.ok), key=lambda m: m.time_ns, default=best)  # type: ignore[arg-type,return-value]
@@ -249,15 +249,16 @@ class _Session:
         # (measured on an H100 through Vulkan: 2-5x the time of the same kernel timed alone).
         built = [job.result() for job in futures]
         out = []
-        warm = self.warmup_s  # the device idled while the chunk compiled: warm it before the first timing
         for c, (path, gemm, err) in zip(cfgs, built):
             if c is None and err is not None:  # the rule itself: nothing to compare with
                 raise UserError(f"problem {pr.key} on {self.uri}: {err}")
             cfg = c if c is not None else GemmConfig(**gemm["config"])  # type: ignore[index]
             if err is None and (c is None or time.perf_counter() < pr.deadline):
+                # Every candidate is timed after warmup_s of load: the GPU idles while the next
+                # module loads and its output is checked, and through Vulkan an H100 then timed
+                # some candidates 3-6x slow (a warm-up for the first of a chunk only was not enough).
                 ns, err = measure_bundle(self.device, path, pr.inputs, pr.ref, self.samples,  # type: ignore[arg-type]
-                                         self.warmup, warm)
-                warm = 0.0 if err is None else warm
+                                         self.warmup, self.warmup_s)
                 out.append(Measured(cfg, ns, err, path))
             elif err is not None:
                 out.append(Measured(cfg, None, err))
