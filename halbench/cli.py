@@ -64,6 +64,11 @@ class _Group(click.Group):
                 raise
             click.echo(f"halbench: error: {e}", err=True)
             sys.exit(e.exit_code)
+        except BrokenPipeError:  # `halbench ... | head`: the reader has what it wanted
+            import os
+
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+            sys.exit(0)
         except OSError as e:  # disk full, read-only folder, permission: the user's to fix
             if ctx.meta.get("halbench.debug"):
                 raise
@@ -663,21 +668,37 @@ def _model_path(source: str) -> str:
 
 @main.command("inspect")
 @click.argument("bundle", metavar="BUNDLE.hbx", type=click.Path(dir_okay=False, exists=True))
+@click.option("--device", "device_uri", default=None, metavar="URI",
+              help="Load the bundle on this device and show what its compiler made of each kernel: "
+                   "registers per thread, shared and spill bytes, workgroups per multiprocessor "
+                   "(CUDA/HIP function attributes; Vulkan pipeline statistics where the driver has "
+                   "VK_KHR_pipeline_executable_properties).")
 @FORMAT
-def inspect_cmd(bundle: str, fmt: str) -> None:
+def inspect_cmd(bundle: str, device_uri: str | None, fmt: str) -> None:
     """Show a bundle's dispatches and variants, with each GEMM's configuration and whether tuning
     or the rule chose it."""
     from halbench.bundle import read_bundle
 
-    m = read_bundle(bundle).manifest
+    b = read_bundle(bundle)
+    m = b.manifest
+    loaded = _kernel_resources(b, device_uri) if device_uri else {}
     if fmt == "json":
-        click.echo(json.dumps({"targets": list(m.targets), "executables": [e.to_dict() for e in m.executables]},
-                              indent=2))
+        doc = {"targets": list(m.targets), "executables": [e.to_dict() for e in m.executables]}
+        if device_uri:
+            doc["device"] = device_uri
+            for e in doc["executables"]:
+                fmt_name, res = loaded.get(e["id"], (None, {}))
+                e["loaded"] = {"format": fmt_name, "resources": res}
+        click.echo(json.dumps(doc, indent=2))
         return
     targets = ", ".join(f"{t.get('device')}={t.get('target')}" for t in m.targets) or "-"
     click.echo(f"{bundle}: {len(m.executables)} executables, targets {targets}")
     for e in m.executables:
         click.echo(f"  {e.id:4d} {e.name}")
+        if e.id in loaded:
+            fmt_name, res = loaded[e.id]
+            shown = ", ".join(f"{k} {v}" for k, v in res.items()) or "the driver reports nothing"
+            click.echo(f"         on {device_uri} ({fmt_name}): {shown}")
         for v in e.variants:
             gemm = ""
             if v.gemm:
@@ -686,6 +707,22 @@ def inspect_cmd(bundle: str, fmt: str) -> None:
                         f"{' split' + str(c['split']) if c.get('split', 1) > 1 else ''}"
                         f"{' runs' if c.get('runs') else ''} ({v.gemm['source']})")
             click.echo(f"         {v.format:28} {v.target:10} wg {'x'.join(map(str, v.workgroups))}{gemm}")
+
+
+def _kernel_resources(bundle: Any, device_uri: str) -> dict[int, tuple[str, dict[str, Any]]]:
+    """executable id -> (the format loaded on the device, its first entry's resources)."""
+    import os
+
+    import halbench
+    from halbench.runtime import Module
+
+    os.environ.setdefault("HALBENCH_VULKAN_PIPELINE_STATISTICS", "1")  # capture them at pipeline creation
+    out: dict[int, tuple[str, dict[str, Any]]] = {}
+    with halbench.create_device(device_uri) as dev, Module.load(bundle, dev) as mod:
+        for eid, (exe, variant) in mod._executables.items():
+            entries = list(exe.entries)
+            out[eid] = (variant.format, exe.resources(entries[0]) if entries else {})
+    return out
 
 
 def _frozen_inputs(specs: tuple[str, ...]) -> dict[str, Any]:

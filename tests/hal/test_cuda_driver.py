@@ -145,3 +145,16 @@ def test_errors_are_halbench_errors(dev):
     with pytest.raises(HalbenchError):
         dev.load_executable(halbench.hal.ExecutableBinary("cuda-ptx-v1", b"not ptx",
                                                           (halbench.hal.EntryPoint("main", 0),)))
+
+
+@pytest.mark.gpu
+def test_kernel_resources_come_from_the_driver(dev):
+    """Registers, shared bytes and resident workgroups per SM, as cuFuncGetAttribute and the
+    occupancy calculator give them (what `halbench inspect --device` prints)."""
+    exe = dev.load_executable(kernels_cuda.build("add_one", "cuda-cubin-v1"))
+    res = exe.resources("main")
+    assert 1 <= res["registers"] <= 255 and res["local_bytes"] == 0
+    assert res["max_threads"] >= 64 and res["workgroups_per_multiprocessor"] >= 1
+    assert 0 < res["occupancy"] <= 1
+    with pytest.raises(UserError, match="no entry point"):
+        exe.resources("nope")

@@ -321,3 +321,35 @@ def test_bda_bindings_may_be_larger_than_max_storage_buffer_range(dev):
             cb.dispatch(_kernel(dev, "add_one", DESC), "main", (65535, 1, 1), [buf], [touched])
     finally:
         buf.free()
+
+
+def test_pipeline_statistics_are_what_the_driver_reports():
+    """With ``pipeline_statistics`` on, a device that has VK_KHR_pipeline_executable_properties
+    reports each pipeline's statistics (on NVIDIA: registers, shared memory...); one without it
+    (Mesa's lavapipe) reports nothing, and the pipelines still run."""
+    d = _open(pipeline_statistics=True)
+    try:
+        has = "VK_KHR_pipeline_executable_properties" in d.physical.extensions
+        assert d.pipeline_statistics == has
+        exe = _kernel(d, "reduce_sum", "vulkan-spirv-bda-v1" if d.bda else "vulkan-spirv-descriptors-v1")
+        res = exe.resources("main")
+        if has:
+            assert res and all(isinstance(v, (int, float)) for v in res.values()), res
+        else:
+            assert res == {}
+        with pytest.raises(UserError, match="no entry point"):
+            exe.resources("nope")
+    finally:
+        d.close()
+
+
+@pytest.mark.gpu
+def test_nvidia_reports_registers_per_pipeline():
+    d = _open(pipeline_statistics=True)
+    try:
+        if "VK_KHR_pipeline_executable_properties" not in d.physical.extensions:
+            pytest.skip("this Vulkan driver has no VK_KHR_pipeline_executable_properties")
+        res = _kernel(d, "reduce_sum", "vulkan-spirv-bda-v1").resources("main")
+        assert any("register" in k and 0 < v <= 255 for k, v in res.items()), res
+    finally:
+        d.close()

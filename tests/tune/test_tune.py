@@ -90,6 +90,14 @@ def test_tune_writes_the_cache_and_compile_uses_it(mlp: Path, tmp_path: Path) ->
         assert g["config"] == doc.entries[g["key"]].config.model_dump()
     r = run("inspect", str(tuned))
     assert r.exit_code == 0 and "(tuned)" in r.output, r.output
+    # --device loads it there and shows what the driver says of each kernel (lavapipe: nothing).
+    r = run("inspect", str(tuned), "--device", uri, "--format", "json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.output)
+    assert doc["device"] == uri and all(e["loaded"]["format"].startswith("vulkan-spirv")
+                                        for e in doc["executables"])
+    r = run("inspect", str(tuned), "--device", "local-sync://")
+    assert r.exit_code == 0 and r.output.count("on local-sync:// (local-v1)") == 2, r.output
     x = RNG.standard_normal((64, 256)).astype(np.float32)
     ref = onnx_reference(mlp, {"x": x})[0]
     for device in (uri, "local-sync://"):  # the tuned GPU variant, and the oracle beside it

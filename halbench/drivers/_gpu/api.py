@@ -194,6 +194,15 @@ class GpuApi(ABC):
     def function_static_shared(self, function: Any) -> int:
         """Bytes of static ``__shared__`` memory the kernel declares."""
 
+    def function_resources(self, function: Any) -> dict[str, int]:
+        """Registers per thread, static shared, local (spill / stack) and constant bytes of a
+        kernel, as the driver's function attributes give them (empty where it gives none)."""
+        return {}
+
+    def occupancy_blocks(self, function: Any, threads: int, dynamic_shared: int) -> int | None:
+        """Blocks of ``threads`` that fit on one multiprocessor at once (None: not known)."""
+        return None
+
     @abstractmethod
     def function_allow_dynamic_shared(self, function: Any, nbytes: int) -> None:
         """Opt the kernel in to ``nbytes`` of dynamic shared memory (needed past 48 KiB)."""

@@ -82,6 +82,25 @@ class GpuExecutable(Executable):
             raise
         device.__dict__.setdefault("_executables", []).append(self)
 
+    def resources(self, name: str) -> dict[str, int | float | str]:
+        ep = self.entry(name)
+        fn = self.functions[name]
+        self.device._enter()
+        out: dict[str, int | float | str] = dict(self.device.api.function_resources(fn))
+        threads = int(np.prod(ep.workgroup_size))
+        blocks = self.device.api.occupancy_blocks(fn, threads, ep.dynamic_shared_bytes)
+        if blocks is not None:
+            out["workgroups_per_multiprocessor"] = blocks
+            try:
+                per_sm = self.device.api.attribute(self.device.ordinal, "MAX_THREADS_PER_MULTIPROCESSOR")
+            except Exception:  # noqa: BLE001 -- an API without the attribute: no ratio
+                per_sm = 0
+            if per_sm:
+                out["occupancy"] = round(blocks * threads / per_sm, 3)
+        if ep.dynamic_shared_bytes:
+            out["dynamic_shared_bytes"] = ep.dynamic_shared_bytes
+        return out
+
     def _free(self) -> None:
         entry = _modules.get(self._key)
         if entry is None:

@@ -204,6 +204,19 @@ class CudaApi(GpuApi):
         attr = self.d.CUfunction_attribute.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES
         return int(self._check(self.d.cuFuncGetAttribute(attr, function), "reading a kernel's static shared memory"))
 
+    def function_resources(self, function: Any) -> dict[str, int]:
+        a = self.d.CUfunction_attribute
+        names = {"registers": a.CU_FUNC_ATTRIBUTE_NUM_REGS, "static_shared_bytes": a.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
+                 "local_bytes": a.CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, "const_bytes": a.CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES,
+                 "max_threads": a.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK}
+        return {k: int(self._check(self.d.cuFuncGetAttribute(v, function), f"reading a kernel's {k}"))
+                for k, v in names.items()}
+
+    def occupancy_blocks(self, function: Any, threads: int, dynamic_shared: int) -> int | None:
+        return int(self._check(self.d.cuOccupancyMaxActiveBlocksPerMultiprocessor(function, int(threads),
+                                                                                   int(dynamic_shared)),
+                               "reading a kernel's occupancy"))
+
     def function_allow_dynamic_shared(self, function: Any, nbytes: int) -> None:
         attr = self.d.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
         self._check(self.d.cuFuncSetAttribute(function, attr, int(nbytes)),

@@ -201,6 +201,13 @@ class HipApi(GpuApi):
         attr = self.h.hipFunction_attribute.HIP_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES
         return int(self._check(self.h.hipFuncGetAttribute(attr, function), "reading a kernel's static shared memory"))
 
+    def function_resources(self, function: Any) -> dict[str, int]:
+        a = self.h.hipFunction_attribute
+        names = {"registers": a.HIP_FUNC_ATTRIBUTE_NUM_REGS, "static_shared_bytes": a.HIP_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
+                 "local_bytes": a.HIP_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, "max_threads": a.HIP_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK}
+        return {k: int(self._check(self.h.hipFuncGetAttribute(v, function), f"reading a kernel's {k}"))
+                for k, v in names.items()}
+
     def function_allow_dynamic_shared(self, function: Any, nbytes: int) -> None:
         # hipFuncSetAttribute takes a host stub; for a module's kernel HIP may answer
         # hipErrorInvalidDeviceFunction. AMD GPUs need no opt-in (the whole LDS is available to a

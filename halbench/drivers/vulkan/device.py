@@ -8,6 +8,9 @@ that CI on lavapipe can walk every path a GPU might take:
 - ``direct_host_access`` (HALBENCH_VULKAN_STAGING=1 turns it off): map host-visible
   device-local memory and copy into it directly, else go through a staging buffer.
 - ``calibrate`` (HALBENCH_VULKAN_CALIBRATE=0 turns it off): use calibrated timestamps.
+- ``pipeline_statistics`` (HALBENCH_VULKAN_PIPELINE_STATISTICS=1 turns it on; off by default):
+  where the device has VK_KHR_pipeline_executable_properties, pipelines are created with their
+  statistics captured, which ``Executable.resources`` reads (registers, shared memory, spills).
 """
 
 from __future__ import annotations
@@ -90,7 +93,8 @@ def create_device(driver: Driver, info: DeviceInfo, **options: Any) -> VulkanDev
                         f"{', '.join(missing)}")
     opts = {"push_descriptors": _env_flag("HALBENCH_VULKAN_PUSH_DESCRIPTORS", True),
             "direct_host_access": not _env_flag("HALBENCH_VULKAN_STAGING", False),
-            "calibrate": _env_flag("HALBENCH_VULKAN_CALIBRATE", True)}
+            "calibrate": _env_flag("HALBENCH_VULKAN_CALIBRATE", True),
+            "pipeline_statistics": _env_flag("HALBENCH_VULKAN_PIPELINE_STATISTICS", False)}
     opts.update(options)
     return VulkanDevice(eff, p, opts)
 
@@ -129,6 +133,10 @@ class VulkanDevice(Device):
             exts.remove("VK_KHR_push_descriptor")
         if "VK_KHR_cooperative_matrix" not in exts:
             enabled["cooperativeMatrix"] = False
+        self.pipeline_statistics = bool(options.get("pipeline_statistics")) and \
+            "VK_KHR_pipeline_executable_properties" in p.extensions
+        if self.pipeline_statistics:
+            exts.append("VK_KHR_pipeline_executable_properties")
         self.extensions = frozenset(exts)
         self.enabled_features = {n for n, on in enabled.items() if on}
         self.bda = "bufferDeviceAddress" in self.enabled_features
@@ -141,6 +149,8 @@ class VulkanDevice(Device):
             s = getattr(vk, name)(**{n: 1 for n in names if enabled[n]}) if any(enabled[n] for n in names) \
                 else getattr(vk, name)()
             structs.append(s)
+        if self.pipeline_statistics:
+            structs.append(vk.VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR(pipelineExecutableInfo=1))
         chain = ffi.NULL
         for s in structs:
             s.pNext = chain

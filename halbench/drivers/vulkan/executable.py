@@ -11,11 +11,13 @@ Pipeline layouts follow the two ABIs of DESIGN.md:
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from halbench import tools
+from halbench.drivers.vulkan import _vk
 from halbench.drivers.vulkan._vk import check, ffi, lib, vk
 from halbench.errors import UserError
 from halbench.files import atomic_write
@@ -157,7 +159,8 @@ class VulkanExecutable(Executable):
             "sType": vk.VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO, "pNext": fb_info,
             "stage": {"sType": vk.VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO, "stage": _COMPUTE,
                       "module": self.module, "pName": name},
-            "layout": layout})
+            "layout": layout,
+            "flags": vk.VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR if dev.pipeline_statistics else 0})
         out = ffi.new("VkPipeline*")
         try:
             check(lib.vkCreateComputePipelines(h, dev.pipeline_cache.handle, 1, cp_info, ffi.NULL, out),
@@ -172,6 +175,51 @@ class VulkanExecutable(Executable):
         dev.stats["pipelines"] += 1
         dev.stats["pipeline_cache_hits"] += hit
         return Pipeline(ep, out[0], layout, set_layout, push_size, hit)
+
+    def resources(self, name: str) -> dict[str, int | float | str]:
+        """The driver's statistics of the entry's pipeline (VK_KHR_pipeline_executable_properties:
+        NVIDIA reports registers, shared memory, spills...), keyed by the driver's own names in
+        snake case. Needs a device opened with ``pipeline_statistics`` on."""
+        self.entry(name)
+        dev = self.device
+        if not dev.pipeline_statistics:
+            return {}
+        get_props = _vk.device_fn(dev.handle, "vkGetPipelineExecutablePropertiesKHR")
+        get_stats = _vk.device_fn(dev.handle, "vkGetPipelineExecutableStatisticsKHR")
+        pinfo = ffi.new("VkPipelineInfoKHR*", {"sType": vk.VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR,
+                                               "pipeline": self.pipelines[name].handle})
+        n = ffi.new("uint32_t*")
+        check(get_props(dev.handle, pinfo, n, ffi.NULL), "vkGetPipelineExecutablePropertiesKHR", dev)
+        out: dict[str, int | float | str] = {}
+        for i in range(min(int(n[0]), 8)):
+            einfo = ffi.new("VkPipelineExecutableInfoKHR*", {
+                "sType": vk.VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR,
+                "pipeline": self.pipelines[name].handle, "executableIndex": i})
+            m = ffi.new("uint32_t*")
+            check(get_stats(dev.handle, einfo, m, ffi.NULL), "vkGetPipelineExecutableStatisticsKHR", dev)
+            count = min(int(m[0]), 256)
+            if not count:
+                continue
+            stats = ffi.new("VkPipelineExecutableStatisticKHR[]", count)
+            for j in range(count):
+                stats[j].sType = vk.VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR
+            m[0] = count
+            check(get_stats(dev.handle, einfo, m, stats), "vkGetPipelineExecutableStatisticsKHR", dev)
+            for j in range(int(m[0])):
+                st = stats[j]
+                key = re.sub(r"[^a-z0-9]+", "_", ffi.string(st.name).decode(errors="replace").lower()).strip("_")
+                fmt = st.format
+                if fmt == vk.VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR:
+                    val: int | float = int(st.value.b32)
+                elif fmt == vk.VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR:
+                    val = int(st.value.i64)
+                elif fmt == vk.VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR:
+                    val = int(st.value.u64)
+                else:
+                    val = float(st.value.f64)
+                if key:
+                    out[key if i == 0 else f"{key}_{i}"] = val
+        return out
 
     def _free(self) -> None:
         h = self.device.handle
