@@ -228,3 +228,15 @@ def test_cuda_attention_kernels_compile_with_nvrtc(shape: tuple, tmp_path: Path)
     g, (d,) = _attention_dispatches(tmp_path, shape)
     cubin, ptx = generate_cuda(d, g, "sm_90")
     assert cubin.target == "sm_90" and b"shfl.sync.bfly" in ptx.payload
+
+
+def test_on_webgpu_matches_onnxruntime(tmp_path: Path) -> None:
+    """WebGPU shares the kernel (the C subset translated to WGSL), with the shared-memory combine."""
+    from tests.compiler.helpers import device_or_skip
+
+    dev = device_or_skip("webgpu://")
+    model = attention_model(*SHAPES[1])
+    cm, path, bundle = _compile(model, tmp_path, ("webgpu", "local"))
+    assert "attention:flash" in _names(cm)
+    feeds = _feeds(model)
+    _check(run_local(bundle, feeds, dev), onnx_reference(path, feeds), f"attention on {dev}")
