@@ -212,12 +212,12 @@ def test_lane_combine_uses_shuffles_where_the_target_has_them(tmp_path: Path) ->
 
     g, (d,) = _attention_dispatches(tmp_path, (1, 2, 33, 128, 32, 32))  # 8 lanes per query row
     _, cu = cuda_source(d, g, "sm_90")
-    assert "__shfl_xor_sync(0xffffffffu" in cu and "hb_red" not in cu
+    assert "__shfl_xor_sync(0xffffffffu" in cu and "hmt = (y > hmt)" in cu
     _, hip = hip_source(d, g, "gfx942")
     assert "__shfl_xor(" in hip and "__shfl_xor_sync" not in hip
     _, generic = glsl_sources(d, g, None)  # shared memory, no subgroup operations
-    assert "hb_red[" in generic["bda"] and "subgroup" not in generic["bda"]
-    assert "hb_ks[" in cu and "hb_vs[" in cu  # K and V tiles staged in shared memory
+    assert "hb_sm[" in generic["bda"] and "subgroup" not in generic["bda"]
+    assert "hb_sm[" in cu  # K and V tiles staged in shared memory
 
 
 @pytest.mark.parametrize("shape", [SHAPES[1], (1, 12, 128, 128, 32, 32)], ids=lambda s: "x".join(map(str, s)))

@@ -12,8 +12,10 @@ folds them into its softmax and accumulators. Scores never reach memory.
 
 At the end the ``G`` lanes of a row combine (max, then rescaled sums of l and every output
 element): with warp shuffles on CUDA (``__shfl_xor_sync``) and HIP (``__shfl_xor``) where the
-target has subgroup arithmetic; through shared memory elsewhere (Vulkan, WebGPU). Lane ``j``
-stores the output elements ``d`` with ``d % G == j``.
+target has subgroup arithmetic; through shared memory elsewhere (Vulkan, WebGPU: the tiles'
+array, every lane's values at once, three barriers). Lane ``j`` stores the output elements
+``d`` with ``d % G == j``. One shared array holds both tiles and the combine, sized within the
+target's shared memory (smaller tiles / row blocks where it is small).
 
 Indices: query rows past M are clamped to M - 1 for their loads and never stored; tile loads
 clamp the key to N - 1 and store 0 past the end; shared indices stay below the array sizes by
@@ -50,22 +52,32 @@ def _pow2_ceil(x: int) -> int:
     return b
 
 
-def attention_shape(t: Tuning, m: int, n: int) -> dict[str, Any]:
+def attention_shape(t: Tuning, m: int, n: int, dk: int, dv: int) -> dict[str, Any]:
     """Lanes per row ``G`` (about 16 keys each, at most 32), rows per workgroup ``R``, threads
-    ``T``, keys per tile ``TN`` and the combine (``shuffle`` width or None: shared memory)."""
+    ``T``, keys per tile ``TN``, the combine (``shuffle`` width, or None: shared memory) and the
+    shared floats: the K and V tiles, reused by the shared-memory combine ((Dv + 2) x T), within
+    the target's shared memory (16 KiB on WebGPU)."""
     g = min(32, _pow2_floor(max(1, n // 16)))
     w = _subgroup_width(t)
-    shuffle = w if (w is not None and g <= w and g > 1) else None
     limit = max(1, min(128, t.max_invocations))
     g = min(g, _pow2_floor(limit))
+    shuffle = w if (w is not None and 1 < g <= w <= limit) else None
     r = max(1, min(limit // g, _pow2_ceil(m)))
-    if shuffle is not None and r * g < shuffle:  # every lane of a warp takes part in a shuffle
-        if shuffle > limit:
-            shuffle = None
-        else:
-            r = shuffle // g
+    if shuffle is not None:  # every lane of a warp takes part in a shuffle
+        r = max(r, shuffle // g)
     tn = max(g, min(TILE_KEYS, _pow2_ceil(n)))
-    return {"G": g, "R": r, "T": r * g, "TN": tn, "shuffle": shuffle}
+    room = max(1024, int(t.shared_bytes or 16384) // 4)
+
+    def floats(r: int, tn: int) -> int:
+        combine = (dv + 2) * r * g if (g > 1 and shuffle is None) else 0
+        return max(tn * (dk + 1 + dv + 1), combine)
+
+    while floats(r, tn) > room and (tn > g or (r > 1 and shuffle is None)):
+        if tn > g and (tn * (dk + dv + 2) >= (dv + 2) * r * g or r == 1 or shuffle is not None):
+            tn //= 2
+        else:
+            r //= 2
+    return {"G": g, "R": r, "T": r * g, "TN": tn, "shuffle": shuffle, "floats": floats(r, tn)}
 
 
 def plan_attention(c: _Ctx, t: Tuning) -> Plan:
@@ -73,14 +85,15 @@ def plan_attention(c: _Ctx, t: Tuning) -> Plan:
     op = c.d.root
     a = op.attrs
     bh, M, N, DK, DV = (int(a[k]) for k in ("bh", "m", "n", "dk", "dv"))
-    sh = attention_shape(t, M, N)
+    sh = attention_shape(t, M, N, DK, DV)
     G, R, T, TN, shuffle = sh["G"], sh["R"], sh["T"], sh["TN"], sh["shuffle"]
     blocks = -(-M // R)
     qk, pv = a["qk"], a["pv"]
     neg_inf = L.float_lit(float("-inf"))
     exp = L.fn("exp")
     lines: list[str] = []
-    shared: list[tuple[str, str, int]] = [("float", "hb_ks", TN * (DK + 1)), ("float", "hb_vs", TN * (DV + 1))]
+    shared: list[tuple[str, str, int]] = [("float", "hb_sm", sh["floats"])]  # K tile, V tile; the combine
+    vbase = TN * (DK + 1)
 
     def operand(v: str, rows: str, cols: str) -> tuple[int, list[str]]:
         """Binding and coordinates of ``v`` (rank 3 with the batch, or 2: shared) at (rows, cols)."""
@@ -125,18 +138,18 @@ def plan_attention(c: _Ctx, t: Tuning) -> Plan:
             body.extend([f"  int jn = e / {depth};", f"  int kk = e % {depth};"])
         body.append(f"  int nn = min(n0 + jn, {N - 1});")
         b, co = operand(v, "nn" if transposed else "kk", "kk" if transposed else "nn")
-        body.append(f"  {dst}[jn * {depth + 1} + kk] = (n0 + jn < {N}) ? {c.ld(b, co)} : 0.0f;")
+        body.append(f"  hb_sm[{dst}jn * {depth + 1} + kk] = (n0 + jn < {N}) ? {c.ld(b, co)} : 0.0f;")
         body.append("}")
 
     # K: [Dk, N] (keys fastest) or, transposed, [N, Dk]; V: [N, Dv] or, transposed, [Dv, N]
     kt = bool(qk.attrs.get("transpose_b"))
-    stage(qk.inputs[1], DK, not kt, kt, "hb_ks")
+    stage(qk.inputs[1], DK, not kt, kt, "")
     vt = bool(pv.attrs.get("transpose_b"))
-    stage(pv.inputs[1], DV, vt, not vt, "hb_vs")
+    stage(pv.inputs[1], DV, vt, not vt, f"{vbase} + ")
     body.append(L.barrier)
 
     inner: list[str] = ["int n = n0 + j;"]
-    dot = " + ".join(f"hq{k} * hb_ks[j * {DK + 1} + {k}]" for k in range(DK))
+    dot = " + ".join(f"hq{k} * hb_sm[j * {DK + 1} + {k}]" for k in range(DK))
     inner.append(f"float hs = {dot};")
     cur = "hs"
     for i, p in enumerate(a["pre"]):
@@ -163,7 +176,7 @@ def plan_attention(c: _Ctx, t: Tuning) -> Plan:
               f"  float hsc = (hmx > {neg_inf}) ? {exp}(hmx - {cur}) : 0.0f;",
               "  hl = hl * hsc;"] + [f"  ho{d} = ho{d} * hsc;" for d in range(DV)] + [f"  hmx = {cur};", "}",
               f"float hpe = ({cur} > {neg_inf}) ? {exp}({cur} - hmx) : 0.0f;",
-              "hl = hl + hpe;"] + [f"ho{d} = ho{d} + hpe * hb_vs[j * {DV + 1} + {d}];" for d in range(DV)]
+              "hl = hl + hpe;"] + [f"ho{d} = ho{d} + hpe * hb_sm[{vbase} + j * {DV + 1} + {d}];" for d in range(DV)]
     body.append(f"for (int j = lane; j < {TN}; j += {G}) {{")
     body.append(f"  if (n0 + j < {N}) {{")
     body += ["    " + ln for ln in inner]
@@ -183,15 +196,15 @@ def plan_attention(c: _Ctx, t: Tuning) -> Plan:
         lines.append(f"for (int o = {G // 2}; o > 0; o >>= 1) {{")
         lines += [f"  {q} = {q} + {shfl.format(v=q)};" for q in quantities]
         lines.append("}")
-    elif G > 1:
-        shared.append(("float", "hb_red", T))
+    elif G > 1:  # through shared memory, once the last tile is consumed: maxima, then every sum
         base = f"min(r * {G}, {T - G})"
-        lines += ["hb_red[lid] = hmx;", L.barrier, f"float hmt = {neg_inf};",
-                  f"for (int s = 0; s < {G}; s++) {{ float y = hb_red[{base} + s]; hmt = (y > hmt) ? y : hmt; }}",
-                  L.barrier, f"float hsc = (hmx > {neg_inf}) ? {exp}(hmx - hmt) : 0.0f;"]
-        for q in quantities:
-            lines += [f"hb_red[lid] = {q} * hsc;", L.barrier, f"{q} = 0.0f;",
-                      f"for (int s = 0; s < {G}; s++) {q} = {q} + hb_red[{base} + s];", L.barrier]
+        lines += [L.barrier, "hb_sm[lid] = hmx;", L.barrier, f"float hmt = {neg_inf};",
+                  f"for (int s = 0; s < {G}; s++) {{ float y = hb_sm[{base} + s]; hmt = (y > hmt) ? y : hmt; }}",
+                  f"float hsc = (hmx > {neg_inf}) ? {exp}(hmx - hmt) : 0.0f;"]
+        lines += [f"hb_sm[{(i + 1) * T} + lid] = {q} * hsc;" for i, q in enumerate(quantities)]
+        lines.append(L.barrier)
+        for i, q in enumerate(quantities):
+            lines += [f"{q} = 0.0f;", f"for (int s = 0; s < {G}; s++) {q} = {q} + hb_sm[{(i + 1) * T} + {base} + s];"]
     ob = c.b(c.d.outputs[0], True)
     lines += ["if (live) {", "  float hinv = 1.0f / hl;"]
     for d in range(DV):
