@@ -240,3 +240,34 @@ def test_on_webgpu_matches_onnxruntime(tmp_path: Path) -> None:
     assert "attention:flash" in _names(cm)
     feeds = _feeds(model)
     _check(run_local(bundle, feeds, dev), onnx_reference(path, feeds), f"attention on {dev}")
+
+
+@pytest.mark.parametrize("kind", ["sdpa", "manual"])
+def test_torch_exported_attention_fuses(kind: str, vk, tmp_path: Path) -> None:
+    """torch.onnx.export of F.scaled_dot_product_attention (the scale folded into Q and Kᵀ as
+    sqrt-scale multiplies) and of the attention written out by hand (a Div by sqrt(d))."""
+    torch = pytest.importorskip("torch")
+    import torch.nn.functional as F
+
+    class Sdpa(torch.nn.Module):
+        def forward(self, q, k, v, mask):
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+    class Manual(torch.nn.Module):
+        def forward(self, q, k, v, mask):
+            return torch.softmax(q @ k.transpose(-2, -1) / (q.shape[-1] ** 0.5) + mask, dim=-1) @ v
+
+    rng = np.random.default_rng(1)
+    feeds = {"q": rng.standard_normal((1, 2, 9, 16)), "k": rng.standard_normal((1, 2, 21, 16)),
+             "v": rng.standard_normal((1, 2, 21, 16)), "mask": np.where(rng.random((1, 1, 1, 21)) < 0.3, -1e4, 0)}
+    feeds = {k: v.astype(np.float32) for k, v in feeds.items()}
+    path = tmp_path / f"{kind}.onnx"
+    torch.onnx.export(Sdpa() if kind == "sdpa" else Manual(), tuple(torch.from_numpy(x) for x in feeds.values()),
+                      str(path), opset_version=17, input_names=list(feeds), output_names=["o"], dynamo=False)
+    cm = compile_model(path, CompileOptions(target_devices=("vulkan", "local")))
+    assert _names(cm).count("attention:flash") == 1 and "softmax:row" not in _names(cm)
+    bundle = tmp_path / f"{kind}.hbx"
+    cm.write(bundle)
+    ref = onnx_reference(path, feeds)
+    _check(run_local(bundle, feeds), ref, f"{kind} on local-sync://")
+    _check(run_local(bundle, feeds, "vulkan://"), ref, f"{kind} on vulkan://")
