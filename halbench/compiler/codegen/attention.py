@@ -189,8 +189,8 @@ def plan_attention(c: _Ctx, t: Tuning) -> Plan:
     if G > 1 and shuffle is not None:
         shfl = "__shfl_xor_sync(0xffffffffu, {v}, o)" if t.api == "cuda" else "__shfl_xor({v}, o)"
         lines += ["float hmt = hmx;",
-                  f"for (int o = {G // 2}; o > 0; o >>= 1) {{ float y = {shfl.format(v='hmt')}; "
-                  "hmt = (y > hmt) ? y : hmt; }",
+                  (f"for (int o = {G // 2}; o > 0; o >>= 1) {{ float y = {shfl.format(v='hmt')}; "
+                   "hmt = (y > hmt) ? y : hmt; }"),
                   f"float hsc = (hmx > {neg_inf}) ? {exp}(hmx - hmt) : 0.0f;"]
         lines += [f"{q} = {q} * hsc;" for q in quantities]
         lines.append(f"for (int o = {G // 2}; o > 0; o >>= 1) {{")
