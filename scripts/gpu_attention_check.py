@@ -7,7 +7,8 @@ onnxruntime. One table row per model, device and variant: dispatches, max relati
 (must be <= 1e-4), the median device time of the attention dispatches and of the whole model
 (sum of per-dispatch medians).
 
-Usage: python scripts/gpu_attention_check.py [TARGET] [DEVICE ...]   (default: h100 cuda://0 vulkan://0)
+Usage: python scripts/gpu_attention_check.py [--quick] [TARGET] [DEVICE ...]
+(default: h100 cuda://0 vulkan://0; --quick: the small handmade graphs only)
 """
 
 from __future__ import annotations
@@ -30,17 +31,20 @@ def main() -> None:
     from tests.compiler.helpers import onnx_reference
     from tests.compiler.test_attention import SHAPES, _feeds, attention_model
 
-    target = sys.argv[1] if len(sys.argv) > 1 else "h100"
-    devices = sys.argv[2:] or ["cuda://0", "vulkan://0"]
+    args = sys.argv[1:]
+    quick = "--quick" in args
+    args = [a for a in args if a != "--quick"]
+    target = args[0] if args else "h100"
+    devices = args[1:] or ["cuda://0", "vulkan://0"]
     tmp = Path(tempfile.mkdtemp())
     cases = {}
-    for shape in SHAPES + [(8, 12, 128, 128, 32, 32)]:
+    for shape in SHAPES + ([] if quick else [(8, 12, 128, 128, 32, 32)]):
         name = "attention " + "x".join(map(str, shape))
         m = attention_model(*shape)
         path = tmp / f"{name.replace(' ', '_')}.onnx"
         onnx.save(m, path)
         cases[name] = (path, _feeds(m))
-    for batch in (1, 8):
+    for batch in () if quick else (1, 8):
         path = tmp / f"minilm_b{batch}.onnx"
         zoo.save("minilm-l6", str(path), batch=batch, seq=128)
         cases[f"minilm-l6 b{batch}"] = (path, zoo.make_inputs("minilm-l6", batch=batch, seq=128))
