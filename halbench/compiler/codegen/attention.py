@@ -95,8 +95,30 @@ def plan_attention(c: _Ctx, t: Tuning) -> Plan:
     shared: list[tuple[str, str, int]] = [("float", "hb_sm", sh["floats"])]  # K tile, V tile; the combine
     vbase = TN * (DK + 1)
 
+    loads = a.get("loads") or {}
+    store = a.get("store")
+    roles = {qk.inputs[0]: "q", qk.inputs[1]: "k", pv.inputs[1]: "v"}
+    lead: dict[tuple[int, ...], list[str]] = {}  # leading dims -> bh unravelled over them
+
+    def unravel_bh(dims: tuple[int, ...]) -> list[str]:
+        if dims not in lead:
+            names = [f"hbh{len(lead)}_{i}" for i in range(len(dims))]
+            lines.extend(_coords(dims, "", "bh", names))
+            lead[dims] = names
+        return lead[dims]
+
+    def through(tr: Any, value_coords: list[str]) -> tuple[int, list[str]]:
+        """Binding and coordinates of transpose ``tr``'s input at its output's coordinates."""
+        m = tr.attrs["maps"][0]
+        return c.b(tr.inputs[0]), [value_coords[int(k)] for _, k in m]
+
     def operand(v: str, rows: str, cols: str) -> tuple[int, list[str]]:
-        """Binding and coordinates of ``v`` (rank 3 with the batch, or 2: shared) at (rows, cols)."""
+        """Binding and coordinates of ``v`` (rank 3 with the batch, or 2: shared) at (rows, cols),
+        through the transpose that produced it where the pass absorbed it."""
+        tr = loads.get(roles.get(v, ""))
+        if tr is not None:
+            shape = tuple(int(x) for x in c.g.types[tr.outputs[0]].shape)
+            return through(tr, unravel_bh(shape[:-2]) + [rows, cols])
         b = c.b(v)
         return b, (["bh"] if len(c.shape(b)) == 3 else []) + [rows, cols]
 
@@ -108,6 +130,11 @@ def plan_attention(c: _Ctx, t: Tuning) -> Plan:
               f"bool live = m < {M};",
               f"int mq = min(m, {M - 1});",
               f"int rw = bh * {M} + mq;"]
+    # the batch coordinates of every absorbed transpose, declared once, before the loops
+    for tr in loads.values():
+        unravel_bh(tuple(int(x) for x in c.g.types[tr.outputs[0]].shape)[:-2])
+    if store is not None:
+        unravel_bh(tuple(int(x) for x in c.g.types[store.inputs[0]].shape)[:-2])
     # the query row in registers
     for k in range(DK):
         b, co = operand(qk.inputs[0], str(k) if qk.attrs.get("transpose_a") else "mq",
@@ -128,9 +155,18 @@ def plan_attention(c: _Ctx, t: Tuning) -> Plan:
     lines.append(f"for (int n0 = 0; n0 < {N}; n0 += {TN}) {{")
     body: list[str] = [L.barrier]  # the previous tile is consumed
 
-    def stage(v: str, depth: int, keys_fast: bool, transposed: bool, dst: str) -> None:
-        """Copy a tile of ``TN`` keys x ``depth`` of operand ``v`` into shared ``dst``; the loop
-        walks the operand's contiguous dim fastest."""
+    def cols_fast(v: str) -> bool:
+        """Whether ``v``'s columns (last logical dim) are contiguous in the memory read."""
+        tr = loads.get(roles.get(v, ""))
+        if tr is None:
+            return True
+        m = tr.attrs["maps"][0]
+        return int(m[-1][1]) == len(m) - 1
+
+    def stage(v: str, depth: int, transposed: bool, dst: str) -> None:
+        """Copy a tile of ``TN`` keys x ``depth`` of operand ``v`` (keys along its rows when
+        ``transposed``) into shared ``dst``; the loop walks the contiguous dim of memory fastest."""
+        keys_fast = cols_fast(v) != transposed
         body.append(f"for (int e = lid; e < {TN * depth}; e += {T}) {{")
         if keys_fast:
             body.extend([f"  int jn = e % {TN};", f"  int kk = e / {TN};"])
@@ -143,9 +179,9 @@ def plan_attention(c: _Ctx, t: Tuning) -> Plan:
 
     # K: [Dk, N] (keys fastest) or, transposed, [N, Dk]; V: [N, Dv] or, transposed, [Dv, N]
     kt = bool(qk.attrs.get("transpose_b"))
-    stage(qk.inputs[1], DK, not kt, kt, "")
+    stage(qk.inputs[1], DK, kt, "")
     vt = bool(pv.attrs.get("transpose_b"))
-    stage(pv.inputs[1], DV, vt, not vt, f"{vbase} + ")
+    stage(pv.inputs[1], DV, not vt, f"{vbase} + ")
     body.append(L.barrier)
 
     inner: list[str] = ["int n = n0 + j;"]
@@ -206,9 +242,23 @@ def plan_attention(c: _Ctx, t: Tuning) -> Plan:
         for i, q in enumerate(quantities):
             lines += [f"{q} = 0.0f;", f"for (int s = 0; s < {G}; s++) {q} = {q} + hb_sm[{(i + 1) * T} + {base} + s];"]
     ob = c.b(c.d.outputs[0], True)
+    if store is not None:  # O is written through the transpose that read it: input coords -> its output's
+        perm = [int(k) for _, k in store.attrs["maps"][0]]
+        vin = tuple(int(x) for x in c.g.types[store.inputs[0]].shape)
+        outer = unravel_bh(vin[:-2])
+
+    def out_coords(d: int) -> list[str]:
+        if store is None:
+            return ["bh", "m", str(d)]
+        src = outer + ["m", str(d)]
+        it = [""] * len(perm)
+        for j, k in enumerate(perm):
+            it[k] = src[j]
+        return it
+
     lines += ["if (live) {", "  float hinv = 1.0f / hl;"]
     for d in range(DV):
-        st = L.store(ob, c.dtype(ob), lin(c.shape(ob), ["bh", "m", str(d)]), f"ho{d} * hinv")
+        st = L.store(ob, c.dtype(ob), lin(c.shape(ob), out_coords(d)), f"ho{d} * hinv")
         lines.append(f"  if (lane == {d % G}) {st}" if G > 1 else f"  {st}")
     lines.append("}")
     groups = fold_groups(bh * blocks)

@@ -45,15 +45,22 @@ def _attention_attrs(op: Op, g: Graph) -> dict[str, Any]:
             return {"binding": op.inputs.index(v)}
         return {"value": g.root(v), "shape": list(g.types[v].shape)}
 
-    steps = [{"kernel": "hb.batch_matmul", "op": _op_attrs(a["qk"], g), "inputs": [ref(v) for v in a["qk"].inputs],
-              "outputs": list(a["qk"].outputs)}]
-    steps += [{"kernel": "hb.generic", "op": p.generic_attrs(), "inputs": [ref(v) for v in p.inputs],
-               "outputs": list(p.outputs)} for p in a["pre"]]
+    def generic(p: Op) -> dict[str, Any]:
+        return {"kernel": "hb.generic", "op": p.generic_attrs(), "inputs": [ref(v) for v in p.inputs],
+                "outputs": list(p.outputs)}
+
+    # transposes read through (passes/fuse_attention.py _absorb_transposes) run first
+    steps = [generic(t) for t in (a.get("loads") or {}).values()]
+    steps.append({"kernel": "hb.batch_matmul", "op": _op_attrs(a["qk"], g), "inputs": [ref(v) for v in a["qk"].inputs],
+                  "outputs": list(a["qk"].outputs)})
+    steps += [generic(p) for p in a["pre"]]
     row = a["row"]
     steps.append({"kernel": "hb.row", "op": _row_attrs(row, g), "inputs": [ref(v) for v in row.inputs],
                   "outputs": list(row.outputs)})
     steps.append({"kernel": "hb.batch_matmul", "op": _op_attrs(a["pv"], g), "inputs": [ref(v) for v in a["pv"].inputs],
                   "outputs": list(a["pv"].outputs)})
+    if a.get("store") is not None:  # the transpose O is written through
+        steps.append(generic(a["store"]))
     return {"steps": steps, "result": op.outputs[0]}
 
 

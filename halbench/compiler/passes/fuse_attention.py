@@ -269,4 +269,95 @@ def fuse_attention(graph: Graph, enabled: bool = True) -> Graph:
                             "nodes": node_names(loc)}, loc)
         drop |= set(mt["members"][:-1])
     g.ops = [replace.get(j, d) for j, d in enumerate(g.ops) if j not in drop]
+    return _absorb_transposes(g) if replace else g
+
+
+def _permutation(m: Any, rank: int) -> list[int] | None:
+    if m is None or len(m) != rank or any(k != "d" for k, _ in m):
+        return None
+    perm = [int(v) for _, v in m]
+    return perm if sorted(perm) == list(range(rank)) else None
+
+
+def _transpose(d: Op, g: Graph) -> Op | None:
+    """The root of a pure-permutation transpose dispatch ``d`` (one f32 input, one output)."""
+    r = d.attrs["root"]
+    if d.attrs["kind"] != "transpose" or d.attrs["epilogue"] is not None or r.kind != "generic":
+        return None
+    if len(r.inputs) != 1 or len(r.outputs) != 1 or not _f32(g, r.inputs[0], r.outputs[0]):
+        return None
+    rank = len(r.attrs["dims"])
+    if [int(x) for x in r.attrs["dims"]] != [int(x) for x in g.types[r.outputs[0]].shape]:
+        return None
+    if not is_identity(r.attrs["maps"][1], rank) or _permutation(r.attrs["maps"][0], rank) is None:
+        return None
+    return r
+
+
+def _batch_view(shape: Any, view: Any) -> bool:
+    """``view`` ([BH, R, C]) sees ``shape`` as [..., R, C] with the leading dims folded into BH."""
+    shape, view = [int(x) for x in shape], [int(x) for x in view]
+    lead = 1
+    for x in shape[:-2]:
+        lead *= x
+    return len(view) == 3 and len(shape) >= 2 and shape[-2:] == view[-2:] and lead == view[0]
+
+
+def _absorb_transposes(g: Graph) -> Graph:
+    """An attention dispatch reads Q, K and V through the transposes that produce them, and
+    writes O through the transpose that reads it, where nothing else reads those values: the
+    head split / merge ([B, S, H, D] <-> [B, H, S, D]) moves no data of its own. The absorbed
+    transposes stay links of the op (``loads``: role -> transpose generic; ``store``), so the
+    local oracle still runs them."""
+    outputs = {g.root(v) for _, v in g.outputs}
+    readers: dict[str, list[int]] = {}
+    producer: dict[str, int] = {}
+    for j, d in enumerate(g.ops):
+        for v in dict.fromkeys(g.root(x) for x in d.inputs):
+            readers.setdefault(v, []).append(j)
+        for v in d.outputs:
+            producer[g.root(v)] = j
+    drop: set[int] = set()
+    for ai, d in enumerate(g.ops):
+        if d.attrs["kind"] != "attention":
+            continue
+        root = d.attrs["root"]
+        a = root.attrs
+        loads: dict[str, Op] = {}
+        for role, x in (("q", a["qk"].inputs[0]), ("k", a["qk"].inputs[1]), ("v", a["pv"].inputs[1])):
+            pi = producer.get(g.root(x))
+            t = _transpose(g.ops[pi], g) if pi is not None and pi not in drop else None
+            if t is None or g.root(x) != t.outputs[0] or g.root(x) in outputs or readers.get(g.root(x)) != [ai]:
+                continue
+            if not _batch_view(g.types[t.outputs[0]].shape, g.types[x].shape):
+                continue
+            if any(g.root(x) == g.root(y) for r2, y in (("q", a["qk"].inputs[0]), ("k", a["qk"].inputs[1]),
+                                                          ("v", a["pv"].inputs[1])) if r2 != role):
+                continue  # the same tensor in two roles: keep it simple
+            loads[role] = t
+            drop.add(pi)
+        store = None
+        o = root.outputs[0]
+        rs = readers.get(g.root(o), [])
+        if g.root(o) not in outputs and len(rs) == 1 and rs[0] > ai:
+            t = _transpose(g.ops[rs[0]], g)
+            if t is not None and g.root(t.inputs[0]) == o and _batch_view(g.types[t.inputs[0]].shape, g.types[o].shape):
+                store = t
+                drop.add(rs[0])
+        if not loads and store is None:
+            continue
+        a["loads"] = loads
+        a["store"] = store
+        by_out = {t.outputs[0]: t for t in loads.values()}
+        ins = [by_out[g.root(v)].inputs[0] if g.root(v) in by_out else v for v in root.inputs]
+        root.inputs = list(dict.fromkeys(ins))
+        d.inputs = list(root.inputs)
+        if store is not None:
+            root.outputs = list(store.outputs)
+            d.outputs = list(store.outputs)
+        for t in list(loads.values()) + ([store] if store is not None else []):
+            d.loc = merge_locs(d.loc, t.loc)
+        root.loc = d.loc
+        d.attrs["nodes"] = node_names(d.loc)
+    g.ops = [d for j, d in enumerate(g.ops) if j not in drop]
     return g
