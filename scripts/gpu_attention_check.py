@@ -9,6 +9,18 @@ onnxruntime. One table row per model, device and variant: dispatches, max relati
 
 Usage: python scripts/gpu_attention_check.py [--quick] [TARGET] [DEVICE ...]
 (default: h100 cuda://0 vulkan://0; --quick: the small handmade graphs only)
+
+Whole-model A/B with PyTorch beside (scripts/ab_models.py): compile the same zoo model twice,
+A with HALBENCH_NO_FUSE_ATTENTION=1, B without, e.g. for MiniLM-L6 b1 and b8:
+
+    mkdir -p ab && for b in 1 8; do
+      python -c "from halbench.bench import zoo; zoo.save('minilm-l6', 'ab/minilm-l6-b$b.onnx', batch=$b, seq=128)"
+      HALBENCH_NO_FUSE_ATTENTION=1 python -m halbench compile ab/minilm-l6-b$b.onnx -o ab/minilm-l6-b$b-A.hbx \
+          --target-device cuda,vulkan --cuda-target h100 --vulkan-target h100 --weights random
+      python -m halbench compile ab/minilm-l6-b$b.onnx -o ab/minilm-l6-b$b-B.hbx \
+          --target-device cuda,vulkan --cuda-target h100 --vulkan-target h100 --weights random
+    done
+    python scripts/ab_models.py ab cuda://0 vulkan://0
 """
 
 from __future__ import annotations
