@@ -52,17 +52,21 @@ def _pow2_ceil(x: int) -> int:
     return b
 
 
-def attention_shape(t: Tuning, m: int, n: int, dk: int, dv: int) -> dict[str, Any]:
+def attention_shape(t: Tuning, m: int, n: int, dk: int, dv: int, bh: int = 1) -> dict[str, Any]:
     """Lanes per row ``G`` (about 16 keys each, at most 32), rows per workgroup ``R``, threads
     ``T``, keys per tile ``TN``, the combine (``shuffle`` width, or None: shared memory) and the
     shared floats: the K and V tiles, reused by the shared-memory combine ((Dv + 2) x T), within
-    the target's shared memory (16 KiB on WebGPU)."""
+    the target's shared memory (16 KiB on WebGPU). Where the ``bh`` heads give fewer workgroups
+    than the target has compute units (MiniLM at batch 1: 12 heads), row blocks halve down to
+    64 threads, so more units take part."""
     g = min(32, _pow2_floor(max(1, n // 16)))
     w = _subgroup_width(t)
     limit = max(1, min(128, t.max_invocations))
     g = min(g, _pow2_floor(limit))
     shuffle = w if (w is not None and 1 < g <= w <= limit) else None
     r = max(1, min(limit // g, _pow2_ceil(m)))
+    while t.compute_units and r * g > 64 and bh * -(-m // r) < t.compute_units:
+        r //= 2
     if shuffle is not None:  # every lane of a warp takes part in a shuffle
         r = max(r, shuffle // g)
     tn = max(g, min(TILE_KEYS, _pow2_ceil(n)))
@@ -85,7 +89,7 @@ def plan_attention(c: _Ctx, t: Tuning) -> Plan:
     op = c.d.root
     a = op.attrs
     bh, M, N, DK, DV = (int(a[k]) for k in ("bh", "m", "n", "dk", "dv"))
-    sh = attention_shape(t, M, N, DK, DV)
+    sh = attention_shape(t, M, N, DK, DV, bh)
     G, R, T, TN, shuffle = sh["G"], sh["R"], sh["T"], sh["TN"], sh["shuffle"]
     blocks = -(-M // R)
     qk, pv = a["qk"], a["pv"]
