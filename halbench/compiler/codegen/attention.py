@@ -20,7 +20,10 @@ target's shared memory (smaller tiles / row blocks where it is small).
 Indices: query rows past M are clamped to M - 1 for their loads and never stored; tile loads
 clamp the key to N - 1 and store 0 past the end; shared indices stay below the array sizes by
 the loop bounds (e < TN * Dk, j < TN, lane < G); the scale / mask operands' maps were proved in
-bounds by the pass.
+bounds by the pass. Where the pass absorbed the transposes around the block, Q, K and V are read
+(and O written) at the permuted coordinates of the transpose's other side: a permutation of
+in-range coordinates, so in range too; the tile loop then walks whichever dim is contiguous in
+memory fastest (coalesced loads).
 """
 
 from __future__ import annotations
