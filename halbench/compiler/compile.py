@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 import re
 import time
 from collections.abc import Mapping
@@ -83,8 +84,13 @@ class CompileOptions:
     #: Configurations forced per (API, problem key), ahead of the cache: ``halbench tune``
     #: compiles its candidates this way. Pairs ((api, key), GemmConfig).
     gemm_configs: Any = ()
+    #: One flash-attention dispatch per attention block (passes/fuse_attention.py). None: on,
+    #: unless $HALBENCH_NO_FUSE_ATTENTION=1 (two bundles from the same code for an A/B).
+    fuse_attention: bool | None = None
 
     def __post_init__(self) -> None:
+        if self.fuse_attention is None:
+            object.__setattr__(self, "fuse_attention", os.environ.get("HALBENCH_NO_FUSE_ATTENTION", "") in ("", "0"))
         from halbench.compiler.backends import backend, backends, canonical, option_values
 
         object.__setattr__(self, "input_shapes",
@@ -135,6 +141,7 @@ class CompileOptions:
                 **({"target_device_uri": self.target_device_uri} if self.target_device_uri else {}),
                 # fp32 is left out, so the cache keys of exact compiles stay what they were
                 **({"precision": self.precision} if self.precision != "fp32" else {}),
+                **({"fuse_attention": False} if not self.fuse_attention else {}),
                 **({"input_values": {k: {"dtype": dt, "shape": list(sh), "values": list(vals)}
                                      for k, dt, sh, vals in self.input_values}} if self.input_values else {})}
 
@@ -256,7 +263,9 @@ def compile_graph(graph: Graph, options: CompileOptions, source: Mapping[str, An
     timings = timings if timings is not None else {}
     pass_times: dict[str, float] = {}
     t0 = time.perf_counter()
-    g = run_pipeline(graph, options.dump_after, timings=pass_times)
+    # A GEMM rounded to --precision stays a GEMM dispatch: the fused kernel computes in f32.
+    g = run_pipeline(graph, options.dump_after, timings=pass_times,
+                     fuse_attention_blocks=bool(options.fuse_attention) and options.precision == "fp32")
     timings["passes"] = time.perf_counter() - t0
     notes = _mark_precision(g, options)
     t1 = time.perf_counter()

@@ -14,6 +14,7 @@ from halbench.compiler.passes.cost import cost
 from halbench.compiler.passes.fold_constants import fold_constants
 from halbench.compiler.passes.fold_reshapes import fold_reshapes
 from halbench.compiler.passes.form_dispatches import form_dispatches
+from halbench.compiler.passes.fuse_attention import fuse_attention
 from halbench.compiler.passes.fuse_elementwise import fuse_elementwise
 from halbench.compiler.passes.fuse_pad import fuse_pad
 from halbench.compiler.passes.share_batch_operands import share_batch_operands
@@ -27,12 +28,14 @@ __all__ = ["PASSES", "run_pipeline"]
 PASSES = ("parse", "inline_constants", "canonicalize", "fold_constants", "share_batch_operands",
           "fold_reshapes", "fuse_pad",
           "fuse_elementwise", "form_dispatches", "recognize_patterns", "fuse_rows",
+          "fuse_attention",
           "assign_buffers", "cost")
 
 
 def run_pipeline(graph: Graph, dump_after: str | None = None, out: TextIO | None = None,
-                 timings: dict[str, float] | None = None) -> Graph:
-    """Run every pass in order; ``dump_after`` prints the IR after that pass (or ``all``)."""
+                 timings: dict[str, float] | None = None, fuse_attention_blocks: bool = True) -> Graph:
+    """Run every pass in order; ``dump_after`` prints the IR after that pass (or ``all``).
+    ``fuse_attention_blocks=False`` leaves attention blocks as separate dispatches (A/B runs)."""
     if dump_after and dump_after != "all" and dump_after not in PASSES:
         raise UserError(f"unknown pass '{dump_after}' for --dump-after; passes: {', '.join(PASSES)}, all")
     out = out or sys.stdout
@@ -60,6 +63,7 @@ def run_pipeline(graph: Graph, dump_after: str | None = None, out: TextIO | None
     g = step("form_dispatches", form_dispatches, g)        # one root + epilogue per dispatch
     g = step("recognize_patterns", recognize_patterns, g)  # softmax / layer norm groups, for GPU kernels
     g = step("fuse_rows", fuse_rows, g)                    # each tagged group: one row dispatch
+    g = step("fuse_attention", lambda x: fuse_attention(x, fuse_attention_blocks), g)  # Q·Kᵀ..·V: one dispatch
     g = step("assign_buffers", assign_buffers, g)          # liveness-packed transient arena
     g = step("cost", cost, g)                              # flops / bytes for rooflines
     return g

@@ -54,6 +54,11 @@ def print_op(op: Op, g: Graph, indent: str = "  ") -> list[str]:
         for m in a["ops"]:
             lines += print_op(m, g, indent + "    ")
         return lines
+    if op.kind == "attention":
+        lines = [f"{indent}{outs} = attention({ins}) bh={a['bh']} m={a['m']} n={a['n']} dk={a['dk']} dv={a['dv']}"]
+        for m in (a["qk"], *a["pre"], a["row"], a["pv"]):
+            lines += print_op(m, g, indent + "    ")
+        return lines
     shown = ", ".join(f"{k}={v}" for k, v in a.items())
     return [f"{indent}{outs} = {op.kind}({ins}) {{{shown}}}"]
 

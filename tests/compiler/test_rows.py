@@ -133,6 +133,9 @@ def _compile(name: str, tmp: Path, apis: tuple[str, ...], **options: object):
     model = MODELS[name]()
     path = tmp / f"{name}.onnx"
     onnx.save(model, path)
+    # attention blocks stay unfused here: these tests are about the row dispatches
+    # (test_attention.py covers the fused attention kernel)
+    options.setdefault("fuse_attention", False)
     cm = compile_model(path, CompileOptions(target_devices=apis, **options))
     bundle = tmp / f"{name}.hbx"
     cm.write(bundle)
@@ -151,7 +154,7 @@ def _pipeline(path: Path):
     g = parse_module(imp.module, input_names=imp.input_names, output_names=imp.output_names,
                      blobs=imp.blobs, weight_names=imp.weight_names)
     text = io.StringIO()
-    out = run_pipeline(g, "recognize_patterns", text)
+    out = run_pipeline(g, "recognize_patterns", text, fuse_attention_blocks=False)
     return out, text.getvalue().count(" = dispatch[")
 
 

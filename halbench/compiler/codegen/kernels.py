@@ -12,6 +12,7 @@ Families:
 - ``reduce_wg``: one workgroup per output point for long contiguous reductions;
 - ``gemm``: shared-memory tiled GEMM for matmul, batch_matmul and conv2d (implicit GEMM);
 - ``row``: one workgroup per row of a fused softmax / layer norm (rows.py), subgroup reductions;
+- ``attention``: flash attention, one workgroup per (batch*head, query-row block) (attention.py);
 - ``gemm_mma``: matrix units (cooperative matrix / WMMA) for f16 / bf16 GEMMs, and f32 ones
   compiled with ``--precision tf32|f16|bf16``, where the target has them.
 """
@@ -901,6 +902,10 @@ def _plan_kind(d: Any, g: Graph, t: Tuning, lang: Lang) -> Plan:
         from halbench.compiler.codegen.rows import plan_row
 
         return plan_row(c, t)
+    if kind == "attention":  # a fused attention block (passes/fuse_attention.py)
+        from halbench.compiler.codegen.attention import plan_attention
+
+        return plan_attention(c, t)
     if kind in ("pad", "concat", "slice", "insert_slice", "copy", "reshape"):
         return _plan_move(c, t)
     if kind in ("depthwise_conv2d", "pool"):

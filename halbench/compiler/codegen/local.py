@@ -35,11 +35,42 @@ def _row_attrs(op: Op, g: Graph) -> dict[str, Any]:
     return {"members": members}
 
 
+def _attention_attrs(op: Op, g: Graph) -> dict[str, Any]:
+    """A fused attention dispatch (passes/fuse_attention.py): one step per link, each operand a
+    binding of the dispatch or an earlier link's result (by the value it views) in its shape."""
+    a = op.attrs
+
+    def ref(v: str) -> dict[str, Any]:
+        if v in op.inputs:
+            return {"binding": op.inputs.index(v)}
+        return {"value": g.root(v), "shape": list(g.types[v].shape)}
+
+    def generic(p: Op) -> dict[str, Any]:
+        return {"kernel": "hb.generic", "op": p.generic_attrs(), "inputs": [ref(v) for v in p.inputs],
+                "outputs": list(p.outputs)}
+
+    # transposes read through (passes/fuse_attention.py _absorb_transposes) run first
+    steps = [generic(t) for t in (a.get("loads") or {}).values()]
+    steps.append({"kernel": "hb.batch_matmul", "op": _op_attrs(a["qk"], g), "inputs": [ref(v) for v in a["qk"].inputs],
+                  "outputs": list(a["qk"].outputs)})
+    steps += [generic(p) for p in a["pre"]]
+    row = a["row"]
+    steps.append({"kernel": "hb.row", "op": _row_attrs(row, g), "inputs": [ref(v) for v in row.inputs],
+                  "outputs": list(row.outputs)})
+    steps.append({"kernel": "hb.batch_matmul", "op": _op_attrs(a["pv"], g), "inputs": [ref(v) for v in a["pv"].inputs],
+                  "outputs": list(a["pv"].outputs)})
+    if a.get("store") is not None:  # the transpose O is written through
+        steps.append(generic(a["store"]))
+    return {"steps": steps, "result": op.outputs[0]}
+
+
 def _op_attrs(op: Op, g: Graph) -> dict[str, Any]:
     if op.kind == "generic":
         return op.generic_attrs()
     if op.kind == "row":
         return _row_attrs(op, g)
+    if op.kind == "attention":
+        return _attention_attrs(op, g)
     attrs = dict(op.attrs)
     if hasattr(attrs.get("body"), "to_json"):  # scan / scatter regions
         attrs["body"] = attrs["body"].to_json()

@@ -16,6 +16,8 @@ def op_flops(op: Op, g: Graph) -> int:
         return prod(a["dims"]) * max(1, a["body"].count_ops())
     if op.kind == "row":  # a fused softmax / layer norm: its members' work
         return sum(op_flops(m, g) for m in a["ops"])
+    if op.kind == "attention":  # a fused attention block: its links' work
+        return sum(op_flops(m, g) for m in (a["qk"], *a["pre"], a["row"], a["pv"]))
     out = g.types[op.outputs[0]]
     n_out = out.size
     if op.kind == "conv2d":

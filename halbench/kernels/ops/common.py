@@ -83,3 +83,25 @@ def _row(op: Mapping[str, Any], ins: list[np.ndarray]) -> list[np.ndarray]:
 
 
 dispatch_kernel("hb.row", _row)
+
+
+_ATTENTION_LINKS = ("hb.batch_matmul", "hb.generic", "hb.row")
+
+
+def _attention(op: Mapping[str, Any], ins: list[np.ndarray]) -> list[np.ndarray]:
+    """A fused attention block (the compiler's passes/fuse_attention.py): its links (Q·Kᵀ batch
+    matmul, element-wise scale / mask, softmax row, P·V batch matmul) in order, exactly as the
+    dispatches they replace; ``steps`` name each link's kernel, attrs and operands (a binding,
+    or an earlier link's result seen through a reshape)."""
+    values: dict[str, np.ndarray] = {}
+    for st in op["steps"]:
+        if st["kernel"] not in _ATTENTION_LINKS:  # a bundle is untrusted: no other kernel, no recursion
+            raise ValueError(f"hb.attention: a link cannot run kernel '{st['kernel']}'")
+        args = [ins[r["binding"]] if "binding" in r else values[r["value"]].reshape(r["shape"])
+                for r in st["inputs"]]
+        for name, res in zip(st["outputs"], KERNELS[st["kernel"]](st["op"], args)):
+            values[name] = res
+    return [values[op["result"]]]
+
+
+dispatch_kernel("hb.attention", _attention)

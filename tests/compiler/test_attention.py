@@ -1,0 +1,279 @@
+"""Fused attention (passes/fuse_attention.py, codegen/attention.py): Q·Kᵀ, scale, mask, softmax
+and ·V become one flash-attention dispatch; the same results as onnxruntime on local-sync://
+and vulkan:// (lavapipe: the shared-memory lane combine, both ABIs), MiniLM-L6 included; CUDA
+kernels through NVRTC (warp shuffles); chains that must not fuse left as they were."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from halbench.compiler import CompileOptions, compile_model
+from tests.compiler.helpers import onnx_reference, rel_err, run_local
+
+pytest.importorskip("onnxruntime")
+pytest.importorskip("iree.compiler")
+
+TOLERANCE = 1e-4
+
+
+def attention_model(b: int = 1, h: int = 2, m: int = 5, n: int = 7, dk: int = 8, dv: int = 8,
+                    mask: bool = True, export_p: bool = False) -> onnx.ModelProto:
+    """softmax(Q·Kᵀ * dk^-0.5 + mask)·V over [b, h] heads, Q [m, dk], K [n, dk], V [n, dv]."""
+    f = TensorProto.FLOAT
+    ins = [helper.make_tensor_value_info("q", f, [b, h, m, dk]), helper.make_tensor_value_info("k", f, [b, h, n, dk]),
+           helper.make_tensor_value_info("v", f, [b, h, n, dv])]
+    nodes = [helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+             helper.make_node("MatMul", ["q", "kt"], ["s"]),
+             helper.make_node("Mul", ["s", "scale"], ["ss"])]
+    inits = [numpy_helper.from_array(np.float32(dk ** -0.5).reshape(()), "scale")]
+    last = "ss"
+    if mask:
+        ins.append(helper.make_tensor_value_info("mask", f, [b, 1, 1, n]))
+        nodes.append(helper.make_node("Add", ["ss", "mask"], ["sm"]))
+        last = "sm"
+    nodes += [helper.make_node("Softmax", [last], ["p"], axis=-1), helper.make_node("MatMul", ["p", "v"], ["o"])]
+    outs = [helper.make_tensor_value_info("o", f, [b, h, m, dv])]
+    if export_p:
+        outs.append(helper.make_tensor_value_info("p", f, [b, h, m, n]))
+    g = helper.make_graph(nodes, "attention", ins, outs, inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def _feeds(model: onnx.ModelProto) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(5)
+    out = {i.name: rng.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim]).astype(np.float32)
+           for i in model.graph.input}
+    if "mask" in out:  # about a third of the keys masked, the first never (no fully masked row)
+        mask = np.where(rng.random(out["mask"].shape) < 0.3, -10000.0, 0.0).astype(np.float32)
+        mask[..., 0] = 0.0
+        out["mask"] = mask
+    return out
+
+
+def _compile(model: onnx.ModelProto, tmp: Path, apis: tuple[str, ...] = ("local",), **options: object):
+    path = tmp / "attention.onnx"
+    onnx.save(model, path)
+    cm = compile_model(path, CompileOptions(target_devices=apis, **options))
+    bundle = tmp / "attention.hbx"
+    cm.write(bundle)
+    return cm, path, bundle
+
+
+def _names(cm) -> list[str]:
+    return [d.attrs["name"] for d in cm.graph.ops]
+
+
+def _check(out: list[np.ndarray], ref: list[np.ndarray], what: str) -> None:
+    assert len(out) == len(ref)
+    for o, r in zip(out, ref):
+        assert o.shape == r.shape and np.isfinite(o).all() and np.any(r != 0)
+        assert rel_err(o, r) <= TOLERANCE, f"{what}: relative error {rel_err(o, r):.2e}"
+
+
+#: (b, h, m, n, dk, dv): tiny; ragged (N neither a power of two nor a multiple of the 32-key
+#: tile, M not a multiple of the row block); two keys; MiniLM's head dims; the head-dim limit.
+SHAPES = [(1, 2, 5, 7, 8, 8), (2, 2, 33, 70, 16, 24), (1, 1, 3, 2, 4, 4), (1, 3, 16, 40, 32, 32),
+          (1, 1, 9, 37, 64, 64)]
+
+
+# -- what fuses ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_attention_is_one_dispatch_and_matches_onnxruntime_locally(shape: tuple, tmp_path: Path) -> None:
+    model = attention_model(*shape)
+    cm, path, bundle = _compile(model, tmp_path)
+    names = _names(cm)
+    # the transpose of K is read through: the whole graph is one dispatch
+    assert names == ["attention:flash"], names
+    (tmp_path / "off").mkdir()
+    off, *_ = _compile(model, tmp_path / "off", fuse_attention=False)
+    # unfused: the transpose, Q·Kᵀ, the scale+mask, the softmax row, ·V
+    assert _names(off) == ["transpose", "batch_matmul", "elementwise", "softmax:row", "batch_matmul"], _names(off)
+    feeds = _feeds(model)
+    _check(run_local(bundle, feeds), onnx_reference(path, feeds), f"attention {shape} on local-sync://")
+
+
+def test_attention_without_mask_fuses(tmp_path: Path) -> None:
+    model = attention_model(1, 2, 6, 19, 8, 12, mask=False)
+    cm, path, bundle = _compile(model, tmp_path)
+    assert "attention:flash" in _names(cm)
+    feeds = _feeds(model)
+    _check(run_local(bundle, feeds), onnx_reference(path, feeds), "attention without a mask")
+
+
+def test_softmax_also_a_graph_output_keeps_its_dispatches(tmp_path: Path) -> None:
+    model = attention_model(1, 2, 5, 7, 8, 8, export_p=True)
+    cm, path, bundle = _compile(model, tmp_path)
+    names = _names(cm)
+    assert "attention:flash" not in names and "softmax:row" in names
+    feeds = _feeds(model)
+    _check(run_local(bundle, feeds), onnx_reference(path, feeds), "attention, p exported")
+
+
+def test_head_dim_over_the_limit_keeps_its_dispatches(tmp_path: Path) -> None:
+    from halbench.compiler.passes.fuse_attention import MAX_HEAD_DIM
+
+    model = attention_model(1, 1, 4, 6, MAX_HEAD_DIM + 32, 8)
+    cm, path, bundle = _compile(model, tmp_path)
+    assert "attention:flash" not in _names(cm) and "softmax:row" in _names(cm)
+    feeds = _feeds(model)
+    _check(run_local(bundle, feeds), onnx_reference(path, feeds), "attention, head dim 96")
+
+
+def test_env_switch_turns_the_fusion_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert CompileOptions().fuse_attention is True
+    on_key = CompileOptions().to_dict()
+    monkeypatch.setenv("HALBENCH_NO_FUSE_ATTENTION", "1")
+    off = CompileOptions()
+    assert off.fuse_attention is False and off.to_dict() != on_key  # another bundle, another cache key
+    assert CompileOptions(fuse_attention=True).fuse_attention is True
+
+
+def test_manifest_names_the_fused_dispatch(tmp_path: Path) -> None:
+    from halbench.bundle import read_bundle
+
+    _, _, bundle = _compile(attention_model(), tmp_path)
+    names = [s.name for s in read_bundle(bundle).manifest.functions[0].dispatches]
+    assert "attention:flash" in names
+
+
+# -- MiniLM-L6 ----------------------------------------------------------------------------------
+
+def _minilm(tmp: Path, seq: int) -> Path:
+    zoo = pytest.importorskip("halbench.bench.zoo")
+    path = tmp / f"minilm{seq}.onnx"
+    zoo.save("minilm-l6", str(path), seq=seq)
+    return path
+
+
+def test_minilm_attention_blocks_are_one_dispatch_each(tmp_path: Path) -> None:
+    from halbench.compiler.frontend import load
+    from halbench.compiler.parse import parse_module
+    from halbench.compiler.pipeline import run_pipeline
+
+    imp = load(_minilm(tmp_path, 128), {}, {})
+
+    def graph(fuse: bool):
+        g = parse_module(imp.module, input_names=imp.input_names, output_names=imp.output_names,
+                         blobs=imp.blobs, weight_names=imp.weight_names)
+        return run_pipeline(g, fuse_attention_blocks=fuse)
+
+    on, off = graph(True), graph(False)
+    names = [d.attrs["name"] for d in on.ops]
+    assert names.count("attention:flash") == 6 and "softmax:row" not in names
+    # each of the 6 blocks was Q·Kᵀ, the scale+mask, the softmax row and ·V, and the head split
+    # of Q, K, V and the head merge of O (transposes, now read / written through): 8 -> 1
+    assert len(on.ops) == len(off.ops) - 6 * 7
+    assert not [d for d in on.ops if d.attrs["kind"] == "transpose"]
+    assert all(d.attrs["root"].attrs["store"] is not None and len(d.attrs["root"].attrs["loads"]) == 3
+               for d in on.ops if d.attrs["kind"] == "attention")
+    att = [d.attrs["root"].attrs for d in on.ops if d.attrs["kind"] == "attention"]
+    assert {(a["bh"], a["m"], a["n"], a["dk"], a["dv"]) for a in att} == {(12, 128, 128, 32, 32)}
+
+
+def test_minilm_matches_onnxruntime_on_local_and_vulkan(vk, tmp_path: Path) -> None:
+    zoo = pytest.importorskip("halbench.bench.zoo")
+    path = _minilm(tmp_path, 16)
+    feeds = zoo.make_inputs("minilm-l6", seq=16)
+    cm = compile_model(path, CompileOptions(target_devices=("vulkan", "local"), targets={"vulkan": "lavapipe"}))
+    assert _names(cm).count("attention:flash") == 6
+    bundle = tmp_path / "minilm.hbx"
+    cm.write(bundle)
+    ref = onnx_reference(path, feeds)
+    _check(run_local(bundle, feeds), ref, "minilm-l6 seq 16 on local-sync://")
+    _check(run_local(bundle, feeds, "vulkan://"), ref, "minilm-l6 seq 16 on vulkan://")
+
+
+# -- GPU code -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("target, abi", [("lavapipe", "bda"), ("lavapipe", "descriptors"), (None, "bda")])
+@pytest.mark.parametrize("shape", [SHAPES[0], SHAPES[1], SHAPES[2]], ids=lambda s: "x".join(map(str, s)))
+def test_on_vulkan_matches_onnxruntime(vk, shape: tuple, target: str | None, abi: str, tmp_path: Path) -> None:
+    opts: dict = {"backend_options": {"vulkan-dispatch-abi": abi}}
+    if target:
+        opts["targets"] = {"vulkan": target}
+    model = attention_model(*shape)
+    cm, path, bundle = _compile(model, tmp_path, ("vulkan", "local"), **opts)
+    assert "attention:flash" in _names(cm)
+    feeds = _feeds(model)
+    _check(run_local(bundle, feeds, "vulkan://"), onnx_reference(path, feeds),
+           f"attention {shape} on vulkan:// ({target or 'generic'}, {abi})")
+
+
+def _attention_dispatches(tmp: Path, shape: tuple):
+    cm, *_ = _compile(attention_model(*shape), tmp)
+    return cm.graph, [d for d in cm.graph.ops if d.attrs["kind"] == "attention"]
+
+
+def test_lane_combine_uses_shuffles_where_the_target_has_them(tmp_path: Path) -> None:
+    from halbench.compiler.codegen.cuda import cuda_source
+    from halbench.compiler.codegen.glsl import glsl_sources
+    from halbench.compiler.codegen.hip import hip_source
+
+    g, (d,) = _attention_dispatches(tmp_path, (1, 2, 33, 128, 32, 32))  # 8 lanes per query row
+    _, cu = cuda_source(d, g, "sm_90")
+    assert "__shfl_xor_sync(0xffffffffu" in cu and "hmt = (y > hmt)" in cu
+    _, hip = hip_source(d, g, "gfx942")
+    assert "__shfl_xor(" in hip and "__shfl_xor_sync" not in hip
+    _, generic = glsl_sources(d, g, None)  # shared memory, no subgroup operations
+    assert "hb_sm[" in generic["bda"] and "subgroup" not in generic["bda"]
+    assert "hb_sm[" in cu  # K and V tiles staged in shared memory
+
+
+@pytest.mark.parametrize("shape", [SHAPES[1], (1, 12, 128, 128, 32, 32)], ids=lambda s: "x".join(map(str, s)))
+def test_cuda_attention_kernels_compile_with_nvrtc(shape: tuple, tmp_path: Path) -> None:
+    pytest.importorskip("cuda.bindings.nvrtc")
+    from halbench.compiler.codegen.cuda import generate_cuda
+
+    g, (d,) = _attention_dispatches(tmp_path, shape)
+    cubin, ptx = generate_cuda(d, g, "sm_90")
+    assert cubin.target == "sm_90" and b"shfl.sync.bfly" in ptx.payload
+
+
+def test_on_webgpu_matches_onnxruntime(tmp_path: Path) -> None:
+    """WebGPU shares the kernel (the C subset translated to WGSL), with the shared-memory combine."""
+    from tests.compiler.helpers import device_or_skip
+
+    dev = device_or_skip("webgpu://")
+    model = attention_model(*SHAPES[1])
+    cm, path, bundle = _compile(model, tmp_path, ("webgpu", "local"))
+    assert "attention:flash" in _names(cm)
+    feeds = _feeds(model)
+    _check(run_local(bundle, feeds, dev), onnx_reference(path, feeds), f"attention on {dev}")
+
+
+@pytest.mark.parametrize("kind", ["sdpa", "manual"])
+def test_torch_exported_attention_fuses(kind: str, vk, tmp_path: Path) -> None:
+    """torch.onnx.export of F.scaled_dot_product_attention (the scale folded into Q and Kᵀ as
+    sqrt-scale multiplies) and of the attention written out by hand (a Div by sqrt(d))."""
+    torch = pytest.importorskip("torch")
+    import torch.nn.functional as F
+
+    class Sdpa(torch.nn.Module):
+        def forward(self, q, k, v, mask):
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+    class Manual(torch.nn.Module):
+        def forward(self, q, k, v, mask):
+            return torch.softmax(q @ k.transpose(-2, -1) / (q.shape[-1] ** 0.5) + mask, dim=-1) @ v
+
+    rng = np.random.default_rng(1)
+    feeds = {"q": rng.standard_normal((1, 2, 9, 16)), "k": rng.standard_normal((1, 2, 21, 16)),
+             "v": rng.standard_normal((1, 2, 21, 16)), "mask": np.where(rng.random((1, 1, 1, 21)) < 0.3, -1e4, 0)}
+    feeds = {k: v.astype(np.float32) for k, v in feeds.items()}
+    path = tmp_path / f"{kind}.onnx"
+    torch.onnx.export(Sdpa() if kind == "sdpa" else Manual(), tuple(torch.from_numpy(x) for x in feeds.values()),
+                      str(path), opset_version=17, input_names=list(feeds), output_names=["o"], dynamo=False)
+    cm = compile_model(path, CompileOptions(target_devices=("vulkan", "local")))
+    assert _names(cm).count("attention:flash") == 1 and "softmax:row" not in _names(cm) \
+        and "transpose" not in _names(cm)
+    bundle = tmp_path / f"{kind}.hbx"
+    cm.write(bundle)
+    ref = onnx_reference(path, feeds)
+    _check(run_local(bundle, feeds), ref, f"{kind} on local-sync://")
+    _check(run_local(bundle, feeds, "vulkan://"), ref, f"{kind} on vulkan://")
