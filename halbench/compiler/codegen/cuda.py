@@ -75,6 +75,8 @@ def _render(plan: Plan, d: Any, g: Graph, lang: Lang, header: str) -> str:
     disp = as_dispatch(d)
     body = render(plan.template, L=lang, **plan.ctx)
     need = _needs(body + "\n".join("\n".join(h[3]) for h in plan.helpers))
+    if plan.ctx.get("ASYNC"):  # the scalar GEMM stages through cp.async (gemm.j2)
+        need.add("hb_cp_async")
     bindings = []
     for i, v in enumerate(disp.values):
         dt = g.types[v].dtype
