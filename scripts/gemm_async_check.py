@@ -202,10 +202,85 @@ def time_problems(uri: str, files: list[str]) -> None:
           f"{total[3] / max(total[0], 1e-9):.2f} | |")
 
 
+def one(uri: str, file: str, index: int, stages: int, runs: int = 3) -> None:
+    """Run problem ``index`` of ``file`` a few times at ``stages`` (for ncu --launch-skip)."""
+    import halbench
+    from halbench.runtime import Module
+
+    _force_stages()
+    key, p = list(_problems([file]).items())[index]
+    path, gemm = _compile_one(key, p, stages, Path(tempfile.mkdtemp()) / "one.hbx")
+    rng = np.random.default_rng(0)
+    inputs = [rng.uniform(-1, 1, size=tuple(s)).astype(np.float32) for s in (p.a, p.b)]
+    with halbench.create_device(uri) as dev, Module.load(path, dev) as mod:
+        for _ in range(runs):
+            mod.invoke(inputs=inputs)
+    print(f"ran {key} {gemm['config']} stages {stages}")
+
+
+def pack(src: Path, dest: Path) -> None:
+    """Copy every bundle of ``src`` to ``dest`` without its large weights/ members (derived weights
+    of a --weights random bundle, such as a transposed Gemm weight: ``unpack`` finds them again
+    in the randomized zoo model)."""
+    import zipfile
+
+    dest.mkdir(parents=True, exist_ok=True)
+    for b in sorted(src.glob("*.hbx")):
+        with zipfile.ZipFile(b) as z, zipfile.ZipFile(dest / b.name, "w") as w:
+            for info in z.infolist():
+                if not info.filename.startswith("weights/") or info.file_size < (1 << 20):
+                    w.writestr(info, z.read(info), compress_type=info.compress_type)
+    print(f"packed {sum(f.stat().st_size for f in dest.glob('*.hbx')) / 1e6:.1f} MB")
+
+
+def unpack(root: Path) -> None:
+    """Put back each bundle's weights/ members: the randomized zoo model's initializers, as they
+    are or transposed, whose sha256 is the one the manifest names (else the bundle is left)."""
+    import hashlib
+    import json
+    import zipfile
+
+    import onnx  # noqa: F401
+    from onnx import numpy_helper
+
+    from halbench.bench import zoo
+    from halbench.bundle.weights import RANDOM_SEED, randomize_onnx
+
+    for b in sorted(root.glob("*.hbx")):
+        m = re.fullmatch(r"(.+)-b(\d+)-([A-Za-z0-9]+)\.hbx", b.name)
+        with zipfile.ZipFile(b) as z:
+            members = json.loads(z.read("manifest.json"))["members"]
+            have = set(z.namelist())
+        missing = {k: v for k, v in members.items() if k.startswith("weights/") and k not in have}
+        if not missing:
+            continue
+        model, batch = m.group(1), int(m.group(2))
+        mod = zoo.build(model, batch=batch, **({"seq": 128} if model.startswith("minilm") else {}))
+        randomize_onnx(mod, RANDOM_SEED)
+        by_digest = {}
+        for t in mod.graph.initializer:
+            a = numpy_helper.to_array(t)
+            for x in (a, a.T) if a.ndim == 2 else (a,):
+                data = np.ascontiguousarray(x).tobytes()
+                by_digest[hashlib.sha256(data).hexdigest()] = data
+        with zipfile.ZipFile(b, "a") as z:
+            for name, digest in missing.items():
+                if digest not in by_digest:
+                    raise SystemExit(f"{b.name}: no initializer gives {name}")
+                z.writestr(zipfile.ZipInfo(name), by_digest[digest], compress_type=zipfile.ZIP_STORED)
+        print(f"unpacked {b.name}: {len(missing)} weights", flush=True)
+
+
 def main() -> None:
     cmd, *args = sys.argv[1:]
     if cmd == "compile":
         compile_models(Path(args[0]), args[1])
+    elif cmd == "one":
+        one(args[0], args[1], int(args[2]), int(args[3]))
+    elif cmd == "pack":
+        pack(Path(args[0]), Path(args[1]))
+    elif cmd == "unpack":
+        unpack(Path(args[0]))
     elif cmd == "regs":
         regs(args)
     elif cmd == "time":

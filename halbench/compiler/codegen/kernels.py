@@ -700,11 +700,22 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
                    f"int ih = p.y + ki * {dl[0]}; int iw = p.z + kj * {dl[1]};",
                    f"return (uint(ih) < {h}u && uint(iw) < {w}u) ? p.x + ci * {h * w} + ih * {w} + iw : -1;"]
             one = kh == kw == 1 and st == [1, 1] and pads == [0, 0, 0, 0] and (oh * ow) % 4 == 0
+            ktab = None
+            if kh * kw > 1 and 8 * k <= _KTAB_BYTES:
+                # k -> (ci, ki, kj) by table: per k, the offset of its tap from the pixel's
+                # (top-left) element and its (row, column) displacement, packed in 16 bits each;
+                # a warp's lanes read one k (the tile's rows are K), a constant-cache broadcast
+                ktab = [(ci * h * w + ki * dl[0] * w + kj * dl[1], (ki * dl[0] << 16) | (kj * dl[1]))
+                        for ci in range(cin) for ki in range(kh) for kj in range(kw)]
+                pix[-1] = (f"return make_int3(nn * {g * cin * h * w}{g_off} + (oy * {st[0]} - {pads[0]}) * {w} + "
+                           f"ox * {st[1]} - {pads[1]}, oy * {st[0]} - {pads[0]}, ox * {st[1]} - {pads[1]});")
+                tap = ["int2 v = hb_ktab[k];", "int ih = p.y + (v.y >> 16); int iw = p.z + (v.y & 0xffff);",
+                       f"return (uint(ih) < {h}u && uint(iw) < {w}u) ? p.x + v.x : -1;"]
             srcs = {"a": {"kind": "dense", "buf": f"B{ib}", "off": f"{'b * ' + str(f * k) + ' + ' if pre else ''}m * {k} + k",
                           "vec": False, "dtype": c.dtype(ib)},
                     # a 1x1 stride-1 unpadded convolution reads 4 neighbouring pixels of one channel
                     # at once where an image's pixels come in whole 4s
-                    "b": {"kind": "im2col", "buf": f"B{ia}", "pix": pix, "tap": tap, "n": n, "vec": one,
+                    "b": {"kind": "im2col", "buf": f"B{ia}", "pix": pix, "tap": tap, "n": n, "vec": one, "ktab": ktab,
                           "off": f"(n / {oh * ow}) * {g * cin * oh * ow}{g_off} + k * {oh * ow} + n % {oh * ow}",
                           "dtype": c.dtype(ia)}}
         else:  # nhwc_hwcf / nhwc_fhwc: M = pixels, N = F
@@ -812,6 +823,8 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
                 helpers += [("int3", "hb_pix", "int b, int n",
                              [f"if (n >= {ctx[bound]}) return make_int3(0, -(1 << 28), 0);", *src["pix"]]),
                             ("int", "hb_tap", "int3 p, int k", src["tap"])]
+                if src.get("ktab"):
+                    ctx["constants"] = [("int2", "hb_ktab", src["ktab"])]
         shared = [("__align__(16) float", "As", sa * stages), ("__align__(16) float", "Bs", sb * stages)]
     if slices > 1:
         shared.append(("int", "hb_last", 1))
@@ -819,6 +832,10 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
     p.gemm = {"problem": config_problem(c.d.root, c.g.types), "key": key, "config": cfg.to_dict(),
               "source": source}
     return p
+
+
+#: The largest im2col k table (8 bytes per k) in CUDA constant memory (64 KiB per module).
+_KTAB_BYTES = 48 * 1024
 
 
 def _async_ok(c: _Ctx, srcs: dict[str, dict[str, Any]], precision: str, pad_value: Any) -> bool:
