@@ -35,6 +35,7 @@ CASES = {
     "conv_grouped_3x3": lambda: cc.conv("ngchw", 1, 3, 8, 8, 4, (3, 3), 1, 1, (1, 1, 1, 1), groups=2),
     "conv_nhwc_hwcf_vec": lambda: cc.conv("nhwc_hwcf", 2, 5, 8, 7, 8, (3, 3), 2, 1, (1, 1, 1, 1)),
     "conv_nhwc_fhwc": lambda: cc.conv("nhwc_fhwc", 1, 4, 9, 9, 7, (3, 3), 2, 1, (1, 1, 0, 0)),
+    "conv_k_beyond_table": lambda: cc.conv("nchw", 1, 700, 4, 4, 8, (3, 3), 1, 1, (1, 1, 1, 1)),
     "conv_split_k": lambda: cc.conv("nchw", 1, 256, 7, 7, 64, (3, 3), 1, 1, (1, 1, 1, 1), epilogue=True),
     "matmul_vec": lambda: cc.matmul(130, 96, 70, epilogue=True),
     "matmul_ta_vec": lambda: cc.matmul(20, 18, 37, ta=True, tb=True),
@@ -131,6 +132,19 @@ def test_forced_configs_compile_with_cp_async(case, config):
     g, d = CASES[case]()
     _, src = _variant(d, g, "sm_90", config)
     assert "cp.async.wait_group" in src
+
+
+def test_im2col_taps_by_constant_table_where_it_fits():
+    """3x3 NCHW: k -> tap from a __constant__ table (8 bytes per k, up to 48 KiB); a K beyond that
+    and a 1x1 convolution decompose k in code."""
+    pytest.importorskip("cuda.bindings.nvrtc")
+    for (g, d), table in ((cc.conv("nchw", 1, 64, 6, 6, 8, (3, 3), 1, 1, (1, 1, 1, 1)), True),
+                          (cc.conv("nchw", 1, 700, 4, 4, 8, (3, 3), 1, 1, (1, 1, 1, 1)), False),
+                          (cc.conv("nchw", 1, 64, 6, 6, 8, (1, 1), 2), False)):
+        _, src = _variant(d, g, "sm_90")
+        k = g.types["w"].shape[1] * g.types["w"].shape[2] * g.types["w"].shape[3]
+        assert (f"__constant__ int2 hb_ktab[{k}]" in src) == table, k
+        assert "hb_tap(hb_p" in src
 
 
 def test_three_stages_of_resnets_tile_fit_and_ring():
