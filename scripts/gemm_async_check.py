@@ -218,6 +218,63 @@ def one(uri: str, file: str, index: int, stages: int, runs: int = 3) -> None:
     print(f"ran {key} {gemm['config']} stages {stages}")
 
 
+def sweep(uri: str, file: str, indices: list[int]) -> None:
+    """Split-K beyond the schedule's reservation (tuning.split_k): problems ``indices`` of ``file``
+    with forced tiles x 1 / 2 / 4 / 8 K slices, checked and timed (what a larger cap would buy)."""
+    import halbench
+    from halbench.compiler.codegen import kernels
+    from halbench.compiler.codegen.tuning import GemmConfig
+    from halbench.tune.problems import gemm_dims, reference
+    from halbench.tune.search import measure_bundle
+
+    def split_rule(m, n, k, batch=1):
+        s = getattr(_local, "split", 1)
+        return kernels._slices(k, s) if s > 1 else (1, k)
+
+    kernels.split_k = split_rule
+    items = list(_problems([file]).items())
+    tiles = [(64, 64, 16, 4, 4), (32, 64, 16, 4, 4), (32, 32, 16, 4, 4)]
+    tmp = Path(tempfile.mkdtemp())
+    jobs = {}
+
+    def build(key, p, cfg, split, out):
+        _local.split = split
+        from halbench.compiler.compile import CompileOptions, compile_graph
+        from halbench.tune.problems import build_graph
+
+        opts = CompileOptions(target_devices=("cuda",), targets={"cuda": "h100"}, tuning_cache="off",
+                              gemm_configs={("cuda", key): cfg}, backend_options={"cuda-formats": "cubin"})
+        compile_graph(build_graph(p), opts, {"path": "sweep", "sha256": ""}).write(out)
+        return out
+
+    with ThreadPoolExecutor(16) as pool:
+        for i in indices:
+            key, p = items[i]
+            for t in tiles:
+                for s in (1, 2, 4, 8):
+                    cfg = GemmConfig(*t, split=s, runs=True)
+                    jobs[(i, t, s)] = pool.submit(build, key, p, cfg, s, tmp / f"{i}-{t[0]}x{t[1]}-{s}.hbx")
+    print("| problem | tiles | split 1 | 2 | 4 | 8 us |")
+    print("|---|---|---|---|---|---|")
+    with halbench.create_device(uri) as dev:
+        for i in indices:
+            key, p = items[i]
+            rng = np.random.default_rng(i)
+            inputs = [rng.uniform(-1, 1, size=tuple(s)).astype(np.float32) for s in (p.a, p.b)]
+            ref = reference(p, *inputs).astype(np.float64)
+            for t in tiles:
+                cells = []
+                for s in (1, 2, 4, 8):
+                    try:
+                        ns, err = measure_bundle(dev, jobs[(i, t, s)].result(), inputs, ref, 30, 5)
+                    except Exception as e:  # noqa: BLE001
+                        ns, err = None, str(e).splitlines()[0][:40]
+                    cells.append(f"{ns / 1e3:.1f}" if ns else f"x {err[:30]}")
+                short = re.sub(r":dilations.*", "", key.replace("conv2d:f32:", ""))
+                print(f"| {short} | {t[0]}x{t[1]}x{t[2]}/{t[3]}x{t[4]} | {' | '.join(cells)} |", flush=True)
+    _ = gemm_dims
+
+
 def pack(src: Path, dest: Path) -> None:
     """Copy every bundle of ``src`` to ``dest`` without its large weights/ members (derived weights
     of a --weights random bundle, such as a transposed Gemm weight: ``unpack`` finds them again
@@ -277,6 +334,8 @@ def main() -> None:
         compile_models(Path(args[0]), args[1])
     elif cmd == "one":
         one(args[0], args[1], int(args[2]), int(args[3]))
+    elif cmd == "sweep":
+        sweep(args[0], args[1], [int(x) for x in args[2:]])
     elif cmd == "pack":
         pack(Path(args[0]), Path(args[1]))
     elif cmd == "unpack":
