@@ -110,10 +110,10 @@ def regs(files: list[str]) -> None:
             plan, src = _source(p, stages)
             if plan.template != "gemm.j2":
                 continue
-            err, prog = nvrtc.nvrtcCreateProgram(src.encode(), b"k.cu", 0, [], [])
+            _, prog = nvrtc.nvrtcCreateProgram(src.encode(), b"k.cu", 0, [], [])
             opts = [b"--gpu-architecture=sm_90", b"--std=c++17", b"--ptxas-options=-v",
                     *[f"-I{d}".encode() for d in cuda_include_dirs()]]
-            (res,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
+            nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
             _, n = nvrtc.nvrtcGetProgramLogSize(prog)
             log = b" " * n
             nvrtc.nvrtcGetProgramLog(prog, log)
@@ -169,7 +169,7 @@ def time_problems(uri: str, files: list[str]) -> None:
             for _ in range(2):
                 for s in variants:
                     try:
-                        path, gemm = jobs[(key, s)].result()
+                        path, _ = jobs[(key, s)].result()
                     except Exception as e:  # noqa: BLE001 -- a failing variant costs its cell only
                         why[s] = f"compile: {str(e).splitlines()[0][:80]}"
                         continue
