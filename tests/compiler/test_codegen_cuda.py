@@ -39,7 +39,8 @@ def test_same_plan_as_vulkan():
     g, d = cc.build("conv_nchw_s2_pad_bias")
     plan_c, src = cuda_source(d, g, "sm_90")
     plan_v, _ = glsl_sources(d, g, "h100")
-    assert "__shared__ float As" in src and "hb_im2col" in src
+    # sm_90 stages the tiles through cp.async (test_gemm_async.py), reading the im2col view by tap
+    assert "__shared__ __align__(16) float As" in src and "hb_tap(" in src and "cp.async" in src
     assert plan_c.template == plan_v.template == "gemm.j2"
 
 

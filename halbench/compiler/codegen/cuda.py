@@ -75,6 +75,8 @@ def _render(plan: Plan, d: Any, g: Graph, lang: Lang, header: str) -> str:
     disp = as_dispatch(d)
     body = render(plan.template, L=lang, **plan.ctx)
     need = _needs(body + "\n".join("\n".join(h[3]) for h in plan.helpers))
+    if plan.ctx.get("ASYNC"):  # the scalar GEMM stages through cp.async (gemm.j2)
+        need.add("hb_cp_async")
     bindings = []
     for i, v in enumerate(disp.values):
         dt = g.types[v].dtype
@@ -89,6 +91,7 @@ def _render(plan: Plan, d: Any, g: Graph, lang: Lang, header: str) -> str:
     header = "\n".join((header, *plan.ctx.get("includes", ())))
     return render("cuda_module.j2", header=header, name=plan.ctx.get("name", disp.name), wg=plan.workgroup_size,
                   bindings=bindings, shared=plan.shared, helpers=plan.helpers, body=body,
+                  constants=plan.ctx.get("constants", ()),
                   library=render("cuda_library.j2", need=need))
 
 

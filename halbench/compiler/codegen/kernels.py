@@ -19,6 +19,7 @@ Families:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +31,7 @@ from halbench.compiler.codegen.tuning import (
     Tuning,
     config_problem,
     fold_groups,
+    gemm_stages,
     gemm_tiles,
     mma_fragment,
     mma_tiles,
@@ -635,6 +637,11 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
     # and 16-byte aligned: the matrix GEMM of --precision then loads them as one float4.
     vec4_off: tuple[str | None, str | None] = (None, None)
     operands = (ia, ib)  # the bindings A and B are read from (an NCHW conv's A is its filter)
+    # Where each operand's element lives, for the CUDA cp.async staging (_async_ctx): a "dense"
+    # operand is read at ``off`` (an expression of b, m or n, and k) in binding ``buf``, with
+    # ``vec`` where 4 neighbours along its shared-memory row are contiguous and 16-byte aligned;
+    # an "im2col" one through the hb_pix / hb_tap helpers. Empty: the staging stays in registers.
+    srcs: dict[str, dict[str, Any]] = {}
     if op.kind in ("matmul", "batch_matmul"):
         sa, sb = c.shape(ia), c.shape(ib)
         batch = out_shape[0] if op.kind == "batch_matmul" else 1
@@ -655,6 +662,10 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
                    lin(sb, pre_b + ["k", "n"]) if b_nc and n % 8 == 0 else None)
         vec4_off = (lin(sa, pre_a + ["m", "k"]) if a_kc and k % 4 == 0 else None,
                     lin(sb, pre_b + ["k", "n"]) if b_nc and n % 4 == 0 else None)
+        srcs = {"a": {"kind": "dense", "buf": f"B{ia}", "off": lin(sa, pre_a + (["k", "m"] if ta else ["m", "k"])),
+                      "vec": ta and m % 4 == 0, "dtype": c.dtype(ia)},
+                "b": {"kind": "dense", "buf": f"B{ib}", "off": lin(sb, pre_b + (["n", "k"] if tb else ["k", "n"])),
+                      "vec": not tb and n % 4 == 0, "dtype": c.dtype(ib)}}
     else:  # conv2d as implicit GEMM
         layout = a["layout"]
         xs, ws = c.shape(ia), c.shape(ib)
@@ -683,6 +694,31 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
                    [f"(n / {oh * ow})", "m", f"((n / {ow}) % {oh})", f"(n % {ow})"])
             a_kc, b_nc = True, True
             fn_k, fn_n = im2col_k, im2col_n
+            g_off = f" + b * {cin * h * w}" if pre else ""
+            pix = [f"int nn = n / {oh * ow}; int oy = (n / {ow}) % {oh}; int ox = n % {ow};",
+                   f"return make_int3(nn * {g * cin * h * w}{g_off}, oy * {st[0]} - {pads[0]}, ox * {st[1]} - {pads[1]});"]
+            tap = [f"int ci = k / {kh * kw}; int ki = (k / {kw}) % {kh}; int kj = k % {kw};",
+                   f"int ih = p.y + ki * {dl[0]}; int iw = p.z + kj * {dl[1]};",
+                   f"return (uint(ih) < {h}u && uint(iw) < {w}u) ? p.x + ci * {h * w} + ih * {w} + iw : -1;"]
+            one = kh == kw == 1 and st == [1, 1] and pads == [0, 0, 0, 0] and (oh * ow) % 4 == 0
+            ktab = None
+            if kh * kw > 1 and 8 * k <= _KTAB_BYTES:
+                # k -> (ci, ki, kj) by table: per k, the offset of its tap from the pixel's
+                # (top-left) element and its (row, column) displacement, packed in 16 bits each;
+                # a warp's lanes read one k (the tile's rows are K), a constant-cache broadcast
+                ktab = [(ci * h * w + ki * dl[0] * w + kj * dl[1], (ki * dl[0] << 16) | (kj * dl[1]))
+                        for ci in range(cin) for ki in range(kh) for kj in range(kw)]
+                pix[-1] = (f"return make_int3(nn * {g * cin * h * w}{g_off} + (oy * {st[0]} - {pads[0]}) * {w} + "
+                           f"ox * {st[1]} - {pads[1]}, oy * {st[0]} - {pads[0]}, ox * {st[1]} - {pads[1]});")
+                tap = ["int2 v = hb_ktab[k];", "int ih = p.y + (v.y >> 16); int iw = p.z + (v.y & 0xffff);",
+                       f"return (uint(ih) < {h}u && uint(iw) < {w}u) ? p.x + v.x : -1;"]
+            srcs = {"a": {"kind": "dense", "buf": f"B{ib}", "off": f"{'b * ' + str(f * k) + ' + ' if pre else ''}m * {k} + k",
+                          "vec": False, "dtype": c.dtype(ib)},
+                    # a 1x1 stride-1 unpadded convolution reads 4 neighbouring pixels of one channel
+                    # at once where an image's pixels come in whole 4s
+                    "b": {"kind": "im2col", "buf": f"B{ia}", "pix": pix, "tap": tap, "n": n, "vec": one, "ktab": ktab,
+                          "off": f"(n / {oh * ow}) * {g * cin * oh * ow}{g_off} + k * {oh * ow} + n % {oh * ow}",
+                          "dtype": c.dtype(ia)}}
         else:  # nhwc_hwcf / nhwc_fhwc: M = pixels, N = F
             nb, h, w, cin = xs
             if layout == "nhwc_hwcf":
@@ -700,6 +736,16 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
                 vec4_off = (None, f"k * {f} + n")
             out = [f"(m / {oh * ow})", f"((m / {ow}) % {oh})", f"(m % {ow})", "n"]
             a_kc, b_nc = True, layout == "nhwc_hwcf"
+            pix = [f"int nn = n / {oh * ow}; int oy = (n / {ow}) % {oh}; int ox = n % {ow};",
+                   f"return make_int3(nn * {h * w * cin}, oy * {st[0]} - {pads[0]}, ox * {st[1]} - {pads[1]});"]
+            tap = [f"int ki = k / {kw * cin}; int kj = (k / {cin}) % {kw}; int ci = k % {cin};",
+                   f"int ih = p.y + ki * {dl[0]}; int iw = p.z + kj * {dl[1]};",
+                   f"return (uint(ih) < {h}u && uint(iw) < {w}u) ? p.x + (ih * {w} + iw) * {cin} + ci : -1;"]
+            srcs = {"a": {"kind": "im2col", "buf": f"B{ia}", "pix": pix, "tap": tap, "n": m, "vec": False,
+                          "dtype": c.dtype(ia)},
+                    "b": {"kind": "dense", "buf": f"B{ib}",
+                          "off": f"k * {f} + n" if layout == "nhwc_hwcf" else f"n * {k} + k",
+                          "vec": layout == "nhwc_hwcf" and f % 4 == 0, "dtype": c.dtype(ib)}}
         x_ld = c.ld(ia, xc)
         conds = f"uint(ih) < {h}u && uint(iw) < {w}u"
         helpers.append(("float", "hb_im2col", "int b, int k, int n", [
@@ -766,12 +812,55 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
         shared = [("__align__(16) float", "As", sa), ("__align__(16) float", "Bs", sb)]
     else:
         shared = [("float", "As", sa), ("float", "Bs", sb)]
+    stages = gemm_stages(t, tiles) if _async_ok(c, srcs, precision, a.get("pad_value", 0.0)) else 0
+    ctx["ASYNC"] = stages
+    if stages:
+        ctx.update(_async_ctx(srcs, tiles))
+        helpers = [h for h in helpers if h[1] != "hb_im2col"]
+        for name in ("a", "b"):
+            src = srcs[name]
+            if src["kind"] == "im2col":
+                bound = "M" if name == "a" else "N"
+                helpers += [("int3", "hb_pix", "int b, int n",
+                             [f"if (n >= {ctx[bound]}) return make_int3(0, -(1 << 28), 0);", *src["pix"]]),
+                            ("int", "hb_tap", "int3 p, int k", src["tap"])]
+                if src.get("ktab"):
+                    ctx["constants"] = [("int2", "hb_ktab", src["ktab"])]
+        shared = [("__align__(16) float", "As", sa * stages), ("__align__(16) float", "Bs", sb * stages)]
     if slices > 1:
         shared.append(("int", "hb_last", 1))
     p = Plan("gemm.j2", ctx, (tiles.threads, 1, 1), (gx, gy, batch * slices), shared, helpers=helpers)
     p.gemm = {"problem": config_problem(c.d.root, c.g.types), "key": key, "config": cfg.to_dict(),
               "source": source}
     return p
+
+
+#: The largest im2col k table (8 bytes per k) in CUDA constant memory (64 KiB per module).
+_KTAB_BYTES = 48 * 1024
+
+
+def _async_ok(c: _Ctx, srcs: dict[str, dict[str, Any]], precision: str, pad_value: Any) -> bool:
+    """Whether the scalar GEMM of ``c`` may stage through cp.async (CUDA C only, sm_80+ decided by
+    tuning.gemm_stages): both operands f32 and read as they are (no --precision rounding of the
+    staged values), and an im2col view padded with zeros (what a zero-filling copy writes)."""
+    if c.L.name != "cuda" or not srcs or precision != "fp32":
+        return False
+    if any(src["dtype"] != "f32" for src in srcs.values()):
+        return False
+    pv = float(pad_value)
+    return pv == 0.0 and math.copysign(1.0, pv) > 0
+
+
+def _async_ctx(srcs: dict[str, dict[str, Any]], tiles: Any) -> dict[str, Any]:
+    """gemm.j2's cp.async context: per operand its source (SRC_A / SRC_B) and, where 16-byte
+    copies apply, whether the tile's rows come in whole 4s (the source's ``vec`` already says
+    the global side does)."""
+    out = {}
+    for name, size in (("a", tiles.bm), ("b", tiles.bn)):
+        src = dict(srcs[name])
+        src["vec"] = bool(src["vec"]) and size % 4 == 0
+        out[f"SRC_{name.upper()}"] = src
+    return out
 
 
 def _slices(k: int, split: int) -> tuple[int, int]:

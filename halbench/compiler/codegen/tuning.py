@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from halbench.arch import is_sm, parse_sm
 from halbench.tools import SPIRV_VERSION
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     "Tuning",
     "config_problem",
     "fold_groups",
+    "gemm_stages",
     "gemm_tiles",
     "matrix_shape",
     "mma_fragment",
@@ -235,6 +237,23 @@ def gemm_tiles(t: Tuning, m: int, n: int, k: int, batch: int = 1) -> GemmTiles:
         if groups >= 2 * cus and waste < 1.5:
             return c
     return ok[-1]
+
+
+def gemm_stages(t: Tuning, tiles: GemmTiles) -> int:
+    """Shared-memory stages of the scalar f32 GEMM's cp.async pipeline on CUDA sm_80+ (0: none;
+    the tiles are then staged through registers, as on every other target).
+
+    With cp.async the global -> shared copies of the next ``stages - 1`` steps are in flight
+    while a step multiplies, and no registers hold them: 3 stages where they fit the static
+    shared-memory limit, else 2, else none.
+    """
+    if t.api != "cuda" or not is_sm(t.arch) or parse_sm(t.arch).major < 8:
+        return 0
+    per = tiles.shared_bytes()
+    for stages in (3, 2):
+        if stages * per <= t.shared_bytes:
+            return stages
+    return 0
 
 
 #: Split-K: a GEMM whose output makes fewer than this many 32x32 tiles is split along K ...

@@ -1,0 +1,216 @@
+"""The scalar f32 GEMM's cp.async staging on CUDA sm_80+ (gemm.j2 ASYNC, kernels._async_ctx).
+
+Without a GPU: the source stages through cp.async (4-byte copies, 16-byte ones where 4 neighbours
+are contiguous and aligned) for sm_80 and sm_90 and NVRTC compiles it; every other target or
+setting (sm_75, HIP, Vulkan, --precision rounding, a non-zero padding value) keeps the register
+staging; the same problems run on lavapipe (the unchanged path) against the local oracle.
+On a GPU (``--gpu``): the cp.async kernels against the NumPy oracle on fresh random inputs, with
+outputs poisoned before each run and two runs bit-identical (a missing wait or barrier would
+show as a moving result).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import numpy as np
+import pytest
+
+from halbench.compiler.codegen.cuda import cuda_source
+from halbench.compiler.codegen.kernels import gemm_split, uses_extract
+from halbench.compiler.codegen.tuning import GemmConfig, config_problem, problem_key, tuning_for
+from halbench.compiler.codegen.variant import GpuVariant
+from halbench.hal import EntryPoint
+from tests.compiler import codegen_cases as cc
+from tests.compiler.test_codegen_vulkan import RTOL, rel_err
+
+CASES = {
+    "conv3x3_pad_bias": lambda: cc.conv("nchw", 2, 32, 14, 14, 64, (3, 3), 1, 1, (1, 1, 1, 1), epilogue=True),
+    "conv3x3_s2_odd": lambda: cc.conv("nchw", 1, 5, 13, 11, 7, (3, 3), 2, 1, (1, 0, 1, 1)),
+    "conv_dil": lambda: cc.conv("nchw", 1, 3, 12, 12, 6, (3, 3), 1, 2, (2, 1, 2, 1)),
+    "conv1x1_vec": lambda: cc.conv("nchw", 2, 16, 8, 8, 20, (1, 1), epilogue=True),
+    "conv1x1_s2": lambda: cc.conv("nchw", 2, 16, 8, 8, 12, (1, 1), 2),
+    "conv1x1_grouped_vec": lambda: cc.conv("ngchw", 2, 8, 4, 6, 12, (1, 1), groups=2),
+    "conv_grouped_3x3": lambda: cc.conv("ngchw", 1, 3, 8, 8, 4, (3, 3), 1, 1, (1, 1, 1, 1), groups=2),
+    "conv_nhwc_hwcf_vec": lambda: cc.conv("nhwc_hwcf", 2, 5, 8, 7, 8, (3, 3), 2, 1, (1, 1, 1, 1)),
+    "conv_nhwc_fhwc": lambda: cc.conv("nhwc_fhwc", 1, 4, 9, 9, 7, (3, 3), 2, 1, (1, 1, 0, 0)),
+    "conv_k_beyond_table": lambda: cc.conv("nchw", 1, 700, 4, 4, 8, (3, 3), 1, 1, (1, 1, 1, 1)),
+    "conv_split_k": lambda: cc.conv("nchw", 1, 256, 7, 7, 64, (3, 3), 1, 1, (1, 1, 1, 1), epilogue=True),
+    "matmul_vec": lambda: cc.matmul(130, 96, 70, epilogue=True),
+    "matmul_ta_vec": lambda: cc.matmul(20, 18, 37, ta=True, tb=True),
+    "matmul_odd": lambda: cc.matmul(33, 47, 29),
+    "matmul_split_k": lambda: cc.matmul(8, 384, 1536),
+    "batch_matmul": lambda: cc.matmul(17, 12, 16, batch=3),
+}
+#: 16-byte copies: the operands whose 4 neighbours along the shared row are contiguous
+VEC = {"conv1x1_vec", "conv1x1_grouped_vec", "conv_nhwc_hwcf_vec", "matmul_vec", "matmul_ta_vec", "matmul_split_k",
+       "batch_matmul"}
+#: forced configurations (None: the rule's): ResNet's 128x128x8 tile, runs of 4 read as float4,
+#: strided ownership, a partial last element round (BM * BK not a multiple of the threads)
+CONFIGS = {None: None, "128x128x8": GemmConfig(128, 128, 8, 8, 8, 1, True),
+           "64x64x16runs": GemmConfig(64, 64, 16, 8, 4, 1, True), "64x32x16": GemmConfig(64, 32, 16, 4, 2),
+           "48x32x8": GemmConfig(48, 32, 8, 4, 4)}
+
+
+def _tuning(arch: str, d, g, config: str | None):
+    t = tuning_for(arch, "cuda")
+    if CONFIGS[config] is None:
+        return t
+    cfg = CONFIGS[config]
+    sp = gemm_split(d, g)
+    if sp is not None:
+        cfg = dataclasses.replace(cfg, split=sp.slices)
+    key = problem_key(config_problem(d.attrs["root"], g.types))
+    return dataclasses.replace(t, gemm_configs=((key, cfg),))
+
+
+def _variant(d, g, arch: str, config: str | None = None) -> tuple[GpuVariant, str]:
+    from halbench.compiler.backends.nvrtc import compile_cuda
+
+    t = _tuning(arch, d, g, config)
+    plan, src = cuda_source(d, g, tuning=t)
+    if config is not None:
+        assert plan.gemm["source"] == "tuned", plan.gemm
+    cubin = compile_cuda(src, arch=arch, output="cubin", name="t", rename={"hb_main": "main"})
+    entry = EntryPoint("main", len(d.inputs) + len(d.outputs) + plan.status + plan.scratch, 0,
+                       plan.workgroup_size)
+    return GpuVariant("cuda-cubin-v1", arch, cubin, entry, plan.workgroups, (), src, "cubin"), src
+
+
+def _run(dev, d, g, variant: GpuVariant, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    """One dispatch: outputs poisoned with NaN, the split-K scratch zeroed (its counters must be)."""
+    exe = dev.load_executable(variant.binary())
+    bufs = []
+    for x in inputs:
+        b = dev.allocate(max(x.nbytes, 16))
+        b.write(np.ascontiguousarray(x))
+        bufs.append(b)
+    outs = []
+    for v in d.outputs:
+        b = dev.allocate(max(int(np.prod(g.types[v].shape)) * 4, 16))
+        b.write(np.full(max(int(np.prod(g.types[v].shape)), 4), np.nan, np.float32))
+        outs.append(b)
+    extra = []
+    if uses_extract(d):
+        extra.append(np.zeros(4, np.uint32))
+    sp = gemm_split(d, g)
+    if sp is not None and variant.entry.bindings > len(d.inputs) + len(d.outputs) + len(extra):
+        extra.append(np.zeros(sp.nbytes // 4, np.uint32))
+    ebufs = []
+    for x in extra:
+        b = dev.allocate(x.nbytes)
+        b.write(x)
+        ebufs.append(b)
+    cb = dev.command_buffer()
+    cb.dispatch(exe, variant.entry.name, variant.workgroups, bufs + outs + ebufs, list(variant.constants))
+    cb.end()
+    dev.submit(cb).wait()
+    res = [b.read(np.float32, g.types[v].shape) for b, v in zip(outs, d.outputs)]
+    for b in bufs + outs + ebufs:
+        b.free()
+    return res
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_sm80_plus_stages_through_cp_async_and_compiles(case, arch):
+    pytest.importorskip("cuda.bindings.nvrtc")
+    g, d = CASES[case]()
+    _, src = _variant(d, g, arch)
+    assert "cp.async.commit_group" in src and "cp.async.wait_group" in src
+    assert not re.search(r"\bp[ab]0\b", src)  # no staging registers
+    assert ("hb_cp16(&" in src) == (case in VEC), case
+    if d.attrs["root"].kind == "conv2d" and case not in ("conv1x1_vec", "conv1x1_grouped_vec"):
+        assert "hb_tap(hb_p" in src  # the im2col view: a tap per step, the pixel once per thread
+
+
+@pytest.mark.parametrize("config", [c for c in CONFIGS if c])
+@pytest.mark.parametrize("case", ["conv3x3_pad_bias", "conv1x1_vec", "matmul_vec", "conv_nhwc_hwcf_vec"])
+def test_forced_configs_compile_with_cp_async(case, config):
+    pytest.importorskip("cuda.bindings.nvrtc")
+    g, d = CASES[case]()
+    _, src = _variant(d, g, "sm_90", config)
+    assert "cp.async.wait_group" in src
+
+
+def test_im2col_taps_by_constant_table_where_it_fits():
+    """3x3 NCHW: k -> tap from a __constant__ table (8 bytes per k, up to 48 KiB); a K beyond that
+    and a 1x1 convolution decompose k in code."""
+    pytest.importorskip("cuda.bindings.nvrtc")
+    for (g, d), table in ((cc.conv("nchw", 1, 64, 6, 6, 8, (3, 3), 1, 1, (1, 1, 1, 1)), True),
+                          (cc.conv("nchw", 1, 700, 4, 4, 8, (3, 3), 1, 1, (1, 1, 1, 1)), False),
+                          (cc.conv("nchw", 1, 64, 6, 6, 8, (1, 1), 2), False)):
+        _, src = _variant(d, g, "sm_90")
+        k = g.types["w"].shape[1] * g.types["w"].shape[2] * g.types["w"].shape[3]
+        assert (f"__constant__ int2 hb_ktab[{k}]" in src) == table, k
+        assert "hb_tap(hb_p" in src
+
+
+def test_three_stages_of_resnets_tile_fit_and_ring():
+    g, d = CASES["conv3x3_pad_bias"]()
+    plan, src = cuda_source(d, g, tuning=_tuning("sm_90", d, g, "128x128x8"))
+    assert plan.ctx["ASYNC"] == 3
+    assert "__shared__ __align__(16) float As[" + str(3 * 8 * 132) + "]" in src
+    assert "cp.async.wait_group 1;" in src and "if (++st == 3) st = 0;" in src
+
+
+def test_register_staging_everywhere_else():
+    """sm_75, HIP, Vulkan, --precision rounding and a non-zero padding value keep pa / pb registers."""
+    from halbench.compiler.codegen.glsl import glsl_sources
+    from halbench.compiler.codegen.hip import hip_source
+
+    g, d = CASES["conv3x3_pad_bias"]()
+    t75 = dataclasses.replace(tuning_for("sm_90", "cuda"), arch="sm_75", name="sm_75")
+    for src in (cuda_source(d, g, tuning=t75)[1], hip_source(d, g, "gfx942")[1],
+                glsl_sources(d, g, "h100")[1]["bda"]):
+        assert "cp.async" not in src and re.search(r"\bpa0\b", src)
+    root = d.attrs["root"]
+    root.attrs["precision"] = "tf32"  # a tf32 conv rounds on the scalar GEMM (kernels._plan_gemm)
+    src = cuda_source(d, g, "sm_90")[1]
+    assert "cp.async" not in src and "hb_round_tf32(pa0)" in src
+    root.attrs["precision"] = "fp32"
+    root.attrs["pad_value"] = 0.5  # a zero-filling copy cannot write 0.5
+    src = cuda_source(d, g, "sm_90")[1]
+    assert "cp.async" not in src and "0.5f" in src
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_same_problems_on_lavapipe(vk, case):
+    """The unchanged (register) path of the same problems, on lavapipe, against the oracle."""
+    from halbench.compiler.codegen.glsl import generate_vulkan
+
+    g, d = CASES[case]()
+    inputs = cc.random_inputs(g, d, seed=3)
+    ref = cc.reference(g, d, inputs)
+    (variant,) = generate_vulkan(d, g, "llvmpipe", "descriptors")
+    for o, r in zip(_run(vk, d, g, variant, inputs), ref):
+        assert rel_err(o, r) <= RTOL, f"{case}: rel err {rel_err(o, r):.2e}"
+
+
+@pytest.fixture(scope="module")
+def cu():
+    import halbench
+
+    with halbench.create_device("cuda://") as dev:
+        yield dev
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("config", list(CONFIGS))
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_cp_async_kernels_match_numpy_on_cuda(cu, case, config):
+    g, d = CASES[case]()
+    arch = cu.info.identity.arch
+    variant, src = _variant(d, g, arch, config)
+    assert "cp.async.wait_group" in src
+    rng = np.random.default_rng()
+    for run in range(2):
+        inputs = cc.random_inputs(g, d, seed=int(rng.integers(1 << 30)))
+        ref = cc.reference(g, d, inputs)
+        outs = _run(cu, d, g, variant, inputs)
+        for o, r in zip(outs, ref):
+            assert np.isfinite(o).all(), f"{case}/{config}: unwritten (NaN) outputs"
+            assert rel_err(o, r) <= RTOL, f"{case}/{config}: rel err {rel_err(o, r):.2e}"
+        again = _run(cu, d, g, variant, inputs)
+        assert all(np.array_equal(x, y) for x, y in zip(outs, again)), f"{case}/{config}: results move"
