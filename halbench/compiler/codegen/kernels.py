@@ -23,14 +23,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from halbench.compiler.codegen.lang import Lang, ctype, emit_body, lin
-from halbench.compiler.codegen.matrix import mma_context, vector_load
+from halbench.compiler.codegen.matrix import mma_context, mma_sync_context, vector_load
 from halbench.compiler.codegen.tuning import (
     GemmConfig,
+    MmaTiles,
     Tuning,
     config_problem,
     fold_groups,
     gemm_tiles,
     mma_fragment,
+    mma_sync_ok,
+    mma_sync_tiles,
     mma_tiles,
     problem_key,
     reduction_plan,
@@ -634,6 +637,7 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
     # and 16-byte aligned: the matrix GEMM of --precision then loads them as one float4.
     vec4_off: tuple[str | None, str | None] = (None, None)
     operands = (ia, ib)  # the bindings A and B are read from (an NCHW conv's A is its filter)
+    b_run: tuple[str, int] | None = None  # (offset of B[k][n], run length along n) of a 1x1 conv
     if op.kind in ("matmul", "batch_matmul"):
         sa, sb = c.shape(ia), c.shape(ib)
         batch = out_shape[0] if op.kind == "batch_matmul" else 1
@@ -678,6 +682,12 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
             im2col_k = [f"int ci = k / {kh * kw};", f"int ki = (k / {kw}) % {kh};", f"int kj = k % {kw};"]
             im2col_n = [f"int nn = n / {oh * ow};", f"int oy = (n / {ow}) % {oh};", f"int ox = n % {ow};"]
             load_b = "hb_im2col(b, k, n)"
+            if (kh, kw) == (1, 1) and st == [1, 1] and not any(pads):
+                # a 1x1 stride-1 unpadded conv reads B[k][n] = x[n / HW][k][n % HW]: runs along n
+                # are contiguous within an image (the mma.sync GEMM loads them as vectors)
+                hw = h * w
+                b_run = (f"(n / {hw}) * {xs[-4] * cin * hw if pre else cin * hw} + "
+                         f"{'b * ' + str(cin * hw) + ' + ' if pre else ''}k * {hw} + n % {hw}", hw)
             out = ([f"(n / {oh * ow})", "b", "m", f"((n / {ow}) % {oh})", f"(n % {ow})"] if pre else
                    [f"(n / {oh * ow})", "m", f"((n / {ow}) % {oh})", f"(n % {ow})"])
             a_kc, b_nc = True, True
@@ -718,11 +728,17 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
         # f16 0.48x of fp32) and f16 / bf16 convolutions, but not a GEMM that split-K spreads over
         # the machine (ResNet-50 b1: tf32 2.8x, f16 1.9x slower than fp32 on matrix units) nor a tf32
         # convolution (ResNet-50 b8 1.24x slower): those round on the scalar GEMM.
-        wins = op.kind in ("matmul", "batch_matmul") or precision in ("f16", "bf16")
+        # On sm_80+ the mma.sync GEMM (two stages, cp.async) also takes the tf32 convolutions.
+        wins = op.kind in ("matmul", "batch_matmul") or precision in ("f16", "bf16") or mma_sync_ok(t)
         frag = (mma_fragment(t, precision) if c.dtype(ib) == in_dt and wins and gemm_split(c.d, c.g) is None
                 else None)
     else:
         frag = mma_fragment(t, in_dt) if c.dtype(ib) == in_dt else None
+    kind = precision if precision != "fp32" else in_dt
+    st_ = mma_sync_tiles(t, kind, m, n, k, batch) if frag is not None and mma_sync_ok(t) else None
+    if st_ is not None:
+        return _plan_mma_sync(c.L, st_, kind, precision != "fp32", problem, helpers, operands,
+                              vec_off, vec4_off, b_run, batch)
     mt = mma_tiles(t, frag, m, n, k, batch) if frag is not None else None
     if mt is not None:
         ctx, shared = mma_context(c.L, mt, precision if precision != "fp32" else in_dt)
@@ -770,6 +786,37 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
     p = Plan("gemm.j2", ctx, (tiles.threads, 1, 1), (gx, gy, batch * slices), shared, helpers=helpers)
     p.gemm = {"problem": config_problem(c.d.root, c.g.types), "key": key, "config": cfg.to_dict(),
               "source": source}
+    return p
+
+
+def _plan_mma_sync(L: Lang, tiles: MmaTiles, kind: str, rounded: bool, problem: dict[str, Any],
+                   helpers: list[tuple[str, str, str, list[str]]], operands: tuple[int, int],
+                   vec_off: tuple[str | None, str | None], vec4_off: tuple[str | None, str | None],
+                   b_run: tuple[str, int] | None, batch: int) -> Plan:
+    """The mma.sync GEMM (sm_80+, gemm_mma_sync.j2) and how it stages each operand: cp.async of
+    16 bytes where the operand's runs are contiguous, aligned and already of the staged type
+    (f16 / bf16 tensors; f32 ones under tf32, rounded as fragments are read), a float4 load
+    converted in registers for f32 ones under f16 / bf16, element loads otherwise."""
+    ctx, shared = mma_sync_context(tiles, kind)
+    ctx.update(problem)
+    offs = vec4_off if rounded else vec_off  # runs of 4 f32 / 8 16-bit elements
+    if b_run is not None and offs[1] is None and b_run[1] % (4 if rounded else 8) == 0:
+        offs = (offs[0], b_run[0])
+    modes, ptrs, bases, widths, vec4s, vec = {}, {}, {}, {}, {}, set()
+    for x, i, off in zip("ab", operands, offs):
+        modes[x] = "el"
+        if off is None:
+            continue
+        vec.add(i)
+        if not rounded or kind == "tf32":
+            modes[x], ptrs[x], bases[x], widths[x] = "cp", f"(B{i} + ({off}))", f"B{i}", 4 if rounded else 8
+        else:
+            modes[x], vec4s[x], widths[x] = "v4", L.load4(i, f"({off}) / 4"), 4
+    ctx.update(MODE=modes, PTR=ptrs, BASE=bases, VEC=widths, VEC4=vec4s)
+    gx, gy = -(-problem["N"] // tiles.bn), -(-problem["M"] // tiles.bm)
+    p = Plan("gemm_mma_sync.j2", ctx, (tiles.threads, 1, 1), (gx, gy, batch), shared, helpers=helpers)
+    p.vec4 = vec
+    p.features.add("mma")
     return p
 
 
