@@ -638,6 +638,7 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
     vec4_off: tuple[str | None, str | None] = (None, None)
     operands = (ia, ib)  # the bindings A and B are read from (an NCHW conv's A is its filter)
     b_run: tuple[str, int] | None = None  # (offset of B[k][n], run length along n) of a 1x1 conv
+    im2col: dict[str, Any] | None = None  # an NCHW conv's B loads, split in pixel and tap parts
     if op.kind in ("matmul", "batch_matmul"):
         sa, sb = c.shape(ia), c.shape(ib)
         batch = out_shape[0] if op.kind == "batch_matmul" else 1
@@ -688,6 +689,16 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
                 hw = h * w
                 b_run = (f"(n / {hw}) * {xs[-4] * cin * hw if pre else cin * hw} + "
                          f"{'b * ' + str(cin * hw) + ' + ' if pre else ''}k * {hw} + n % {hw}", hw)
+            # im2col split in a pixel part (n: computed once per thread) and a filter-tap part (k:
+            # once per k step and row), for the mma.sync GEMM's B loads; x[...] = B[nbase + kbase]
+            nstride = (xs[-4] * cin * h * w) if pre else cin * h * w
+            im2col = {"n": [f"int nn = n / {oh * ow};", f"int oy = (n / {ow}) % {oh};", f"int ox = n % {ow};",
+                            f"int ihb = oy * {st[0]} - {pads[0]};", f"int iwb = ox * {st[1]} - {pads[1]};",
+                            f"int nbase = nn * {nstride} + {'b * ' + str(cin * h * w) + ' + ' if pre else ''}"
+                            f"ihb * {w} + iwb;"],
+                      "k": [f"int ci = k / {kh * kw};", f"int kh_ = ((k / {kw}) % {kh}) * {dl[0]};",
+                            f"int kw_ = (k % {kw}) * {dl[1]};", f"int kbase = ci * {h * w} + kh_ * {w} + kw_;"],
+                      "H": h, "W": w, "pad": pad_v, "load": c.L.load(ia, c.dtype(ia), "nbase + kbase")}
             out = ([f"(n / {oh * ow})", "b", "m", f"((n / {ow}) % {oh})", f"(n % {ow})"] if pre else
                    [f"(n / {oh * ow})", "m", f"((n / {ow}) % {oh})", f"(n % {ow})"])
             a_kc, b_nc = True, True
@@ -738,7 +749,7 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
     st_ = mma_sync_tiles(t, kind, m, n, k, batch) if frag is not None and mma_sync_ok(t) else None
     if st_ is not None:
         return _plan_mma_sync(c.L, st_, kind, precision != "fp32", problem, helpers, operands,
-                              vec_off, vec4_off, b_run, batch)
+                              vec_off, vec4_off, b_run, batch, im2col)
     mt = mma_tiles(t, frag, m, n, k, batch) if frag is not None else None
     if mt is not None:
         ctx, shared = mma_context(c.L, mt, precision if precision != "fp32" else in_dt)
@@ -792,7 +803,7 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
 def _plan_mma_sync(L: Lang, tiles: MmaTiles, kind: str, rounded: bool, problem: dict[str, Any],
                    helpers: list[tuple[str, str, str, list[str]]], operands: tuple[int, int],
                    vec_off: tuple[str | None, str | None], vec4_off: tuple[str | None, str | None],
-                   b_run: tuple[str, int] | None, batch: int) -> Plan:
+                   b_run: tuple[str, int] | None, batch: int, im2col: dict[str, Any] | None = None) -> Plan:
     """The mma.sync GEMM (sm_80+, gemm_mma_sync.j2) and how it stages each operand: cp.async of
     16 bytes where the operand's runs are contiguous, aligned and already of the staged type
     (f16 / bf16 tensors; f32 ones under tf32, rounded as fragments are read), a float4 load
@@ -812,6 +823,12 @@ def _plan_mma_sync(L: Lang, tiles: MmaTiles, kind: str, rounded: bool, problem: 
             modes[x], ptrs[x], bases[x], widths[x] = "cp", f"(B{i} + ({off}))", f"B{i}", 4 if rounded else 8
         else:
             modes[x], vec4s[x], widths[x] = "v4", L.load4(i, f"({off}) / 4"), 4
+    import os
+    if modes["b"] == "el" and im2col is not None and "i2c" in os.environ.get("HBH_MMA_EXP", ""):
+        nt = 32 if tiles.bn >= 128 else 16  # threads along n (coalesced), the rest along k
+        if tiles.bn % nt == 0 and tiles.threads % nt == 0 and tiles.bk % (tiles.threads // nt) == 0:
+            modes["b"] = "im2col"
+            ctx.update(I2C=im2col, NT=nt, KT=tiles.threads // nt)
     ctx.update(MODE=modes, PTR=ptrs, BASE=bases, VEC=widths, VEC4=vec4s)
     gx, gy = -(-problem["N"] // tiles.bn), -(-problem["M"] // tiles.bm)
     p = Plan("gemm_mma_sync.j2", ctx, (tiles.threads, 1, 1), (gx, gy, batch), shared, helpers=helpers)

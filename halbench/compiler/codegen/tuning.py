@@ -399,17 +399,27 @@ def mma_sync_tiles(t: Tuning, kind: str, m: int, n: int, k: int, batch: int = 1)
     128x128 (8 warps of 64x32), 64x64 (4 of 32x32), 32x32 (4 of 16x16), the first to make a wave
     of blocks without wasting half of them (as mma_tiles); BK 32 (16 for tf32 at 128x128), so two
     stages fit the 48 KiB of static shared memory."""
+    import os
+    exp = os.environ.get("HBH_MMA_EXP", "")
     fk = 8 if kind == "tf32" else 16
     cus = t.compute_units or 16
-    cands = [MmaTiles(16, 8, fk, 2, 4, 4, 4, 16 if kind == "tf32" else 32),
-             MmaTiles(16, 8, fk, 2, 2, 2, 4, 32),
-             MmaTiles(16, 8, fk, 2, 2, 1, 2, 32)]
+    d = 1 if kind == "tf32" else 2  # BK in 16-element units: f32 staging holds half as deep
+    if "deep" in exp:
+        cands = [MmaTiles(16, 8, fk, 2, 4, 4, 4, 16 * d),
+                 MmaTiles(16, 8, fk, 2, 2, 2, 4, 32 * d),
+                 MmaTiles(16, 8, fk, 2, 2, 2, 2, 32 * d),
+                 MmaTiles(16, 8, fk, 2, 2, 1, 2, 64 * d)]
+    else:
+        cands = [MmaTiles(16, 8, fk, 2, 4, 4, 4, 16 if kind == "tf32" else 32),
+                 MmaTiles(16, 8, fk, 2, 2, 2, 4, 32),
+                 MmaTiles(16, 8, fk, 2, 2, 1, 2, 32)]
+    frac = 0.5 if "half" in exp else 1.0
     ok = [c for c in cands if c.threads <= t.max_invocations
           and mma_sync_shared_bytes(kind, c.bm, c.bn, c.bk) <= t.shared_bytes]
     for c in ok:
         groups = batch * -(-m // c.bm) * -(-n // c.bn)
         waste = (-(-m // c.bm) * c.bm * -(-n // c.bn) * c.bn) / max(m * n, 1)
-        if groups >= cus and waste < 1.5:
+        if groups >= cus * frac and waste < 1.5:
             return c
     return ok[-1] if ok else None
 
