@@ -183,14 +183,16 @@ def test_cuda_matrix_gemm_stages_operands_by_cp_async_where_they_allow():
     """tf32: contiguous, aligned f32 runs of 4 come in by 16-byte cp.async, zero-filled outside
     the problem from the operand's own first address (never an out-of-range one); f16 rounds them
     in registers from one float4 load; a 1x1 conv's im2col operand is such a run too, a 3x3
-    one's is loaded element by element."""
+    one's is gathered with its pixel coordinates computed once per thread ("im2col"), a
+    transposed operand element by element."""
     from halbench.compiler.codegen.cuda import cuda_source
 
     cases = {"matmul": lambda: cc.matmul(100, 72, 40), "conv1x1": lambda: cc.conv("nchw", 2, 64, 8, 8, 32, (1, 1), 1, 1, (0, 0, 0, 0)),
-             "conv3x3": _cases()["conv"]}
+             "conv3x3": _cases()["conv"], "transposed": _cases()["batch_matmul"]}
     want = {("matmul", "tf32"): ("cp", "cp"), ("matmul", "f16"): ("v4", "v4"),
             ("conv1x1", "tf32"): ("cp", "cp"), ("conv1x1", "f16"): ("v4", "v4"),
-            ("conv3x3", "tf32"): ("cp", "el"), ("conv3x3", "f16"): ("v4", "el")}
+            ("conv3x3", "tf32"): ("cp", "im2col"), ("conv3x3", "f16"): ("v4", "im2col"),
+            ("transposed", "tf32"): ("el", "el"), ("transposed", "bf16"): ("el", "el")}
     for (case, precision), modes in want.items():
         g, d = _with_precision(cases[case](), precision)
         plan, src = cuda_source(d, g, "sm_90")
@@ -200,6 +202,32 @@ def test_cuda_matrix_gemm_stages_operands_by_cp_async_where_they_allow():
                 assert re.search(rf"\? \(const void\*\)\(\(B{i} \+ \(.*?\)\)\) : \(const void\*\)\(B{i}\)\), "
                                  rf"\"r\"\(\(.*?\) \? 16 : 0\)", src), (case, precision, x)
                 assert i in plan.vec4  # the runtime checks the binding's 16-byte alignment
+
+
+def test_sm80_rule_puts_convolutions_and_short_split_gemms_on_mma_sync():
+    """On sm_80+ every --precision GEMM and convolution runs on mma.sync, tf32 convolutions
+    included; a GEMM that split-K would spread over the machine does too where its blocks make
+    half a wave or its K loop is short (ResNet-50 b1 stage 2), and stays on the rounded scalar
+    split GEMM otherwise (stage 4's 512 x 49 x 4608). sm_75 keeps the older rule."""
+    from halbench.compiler.codegen.cuda import cuda_source
+    from halbench.compiler.codegen.kernels import gemm_split
+
+    stage2 = lambda: cc.conv("nchw", 1, 128, 28, 28, 128, (3, 3), 1, 1, (1, 1, 1, 1))
+    stage4 = lambda: cc.conv("nchw", 1, 512, 7, 7, 512, (3, 3), 1, 1, (1, 1, 1, 1))
+    for precision in REDUCED:
+        g, d = _with_precision(_cases()["conv"](), precision)
+        plan, _ = cuda_source(d, g, "h100")
+        assert plan.template == "gemm_mma_sync.j2"
+        g, d = _with_precision(stage2(), precision)
+        assert gemm_split(d, g) is not None
+        plan, _ = cuda_source(d, g, "h100")
+        assert plan.template == "gemm_mma_sync.j2", precision  # unsplit (its scratch binding unused)
+        g, d = _with_precision(stage4(), precision)
+        assert gemm_split(d, g) is not None
+        plan, _ = cuda_source(d, g, "h100")
+        assert plan.template == "gemm.j2" and plan.scratch and plan.ctx["ROUND"] != "{}", precision
+    g, d = _with_precision(_cases()["conv"](), "tf32")
+    assert cuda_source(d, g, "sm_75")[0].template == "gemm.j2"
 
 
 @pytest.mark.parametrize("case,operand", [("matmul", "x"), ("conv", "w")])

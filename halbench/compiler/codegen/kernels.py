@@ -33,6 +33,7 @@ from halbench.compiler.codegen.tuning import (
     gemm_tiles,
     mma_fragment,
     mma_sync_ok,
+    mma_sync_takes_split,
     mma_sync_tiles,
     mma_tiles,
     problem_key,
@@ -687,15 +688,15 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
                 # a 1x1 stride-1 unpadded conv reads B[k][n] = x[n / HW][k][n % HW]: runs along n
                 # are contiguous within an image (the mma.sync GEMM loads them as vectors)
                 hw = h * w
-                b_run = (f"(n / {hw}) * {xs[-4] * cin * hw if pre else cin * hw} + "
-                         f"{'b * ' + str(cin * hw) + ' + ' if pre else ''}k * {hw} + n % {hw}", hw)
+                b_run = ((f"(n / {hw}) * {xs[-4] * cin * hw if pre else cin * hw} + "
+                          f"{'b * ' + str(cin * hw) + ' + ' if pre else ''}k * {hw} + n % {hw}"), hw)
             # im2col split in a pixel part (n: computed once per thread) and a filter-tap part (k:
             # once per k step and row), for the mma.sync GEMM's B loads; x[...] = B[nbase + kbase]
             nstride = (xs[-4] * cin * h * w) if pre else cin * h * w
             im2col = {"n": [f"int nn = n / {oh * ow};", f"int oy = (n / {ow}) % {oh};", f"int ox = n % {ow};",
                             f"int ihb = oy * {st[0]} - {pads[0]};", f"int iwb = ox * {st[1]} - {pads[1]};",
-                            f"int nbase = nn * {nstride} + {'b * ' + str(cin * h * w) + ' + ' if pre else ''}"
-                            f"ihb * {w} + iwb;"],
+                            (f"int nbase = nn * {nstride} + {'b * ' + str(cin * h * w) + ' + ' if pre else ''}"
+                             f"ihb * {w} + iwb;")],
                       "k": [f"int ci = k / {kh * kw};", f"int kh_ = ((k / {kw}) % {kh}) * {dl[0]};",
                             f"int kw_ = (k % {kw}) * {dl[1]};", f"int kbase = ci * {h * w} + kh_ * {w} + kw_;"],
                       "H": h, "W": w, "pad": pad_v, "load": c.L.load(ia, c.dtype(ia), "nbase + kbase")}
@@ -739,10 +740,18 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
         # f16 0.48x of fp32) and f16 / bf16 convolutions, but not a GEMM that split-K spreads over
         # the machine (ResNet-50 b1: tf32 2.8x, f16 1.9x slower than fp32 on matrix units) nor a tf32
         # convolution (ResNet-50 b8 1.24x slower): those round on the scalar GEMM.
-        # On sm_80+ the mma.sync GEMM (two stages, cp.async) also takes the tf32 convolutions.
-        wins = op.kind in ("matmul", "batch_matmul") or precision in ("f16", "bf16") or mma_sync_ok(t)
-        frag = (mma_fragment(t, precision) if c.dtype(ib) == in_dt and wins and gemm_split(c.d, c.g) is None
-                else None)
+        # On sm_80+ the mma.sync GEMM (two stages, cp.async, gemm_mma_sync.j2) takes every GEMM
+        # and convolution, tf32 ones included, and the split-K ones where it measured faster
+        # (tuning.mma_sync_takes_split): ResNet-50 on the H100, tf32 / f16 b8 4.05 / 3.72 ms on
+        # WMMA and the rounded scalar GEMM, 2.24 / 1.71 here; b1 f16 1.12 -> 0.74.
+        if mma_sync_ok(t):
+            wins = True
+            st = mma_sync_tiles(t, precision, m, n, k, batch)
+            whole = gemm_split(c.d, c.g) is None or (st is not None and mma_sync_takes_split(t, st, m, n, k, batch))
+        else:
+            wins = op.kind in ("matmul", "batch_matmul") or precision in ("f16", "bf16")
+            whole = gemm_split(c.d, c.g) is None
+        frag = mma_fragment(t, precision) if c.dtype(ib) == in_dt and wins and whole else None
     else:
         frag = mma_fragment(t, in_dt) if c.dtype(ib) == in_dt else None
     kind = precision if precision != "fp32" else in_dt
@@ -823,8 +832,8 @@ def _plan_mma_sync(L: Lang, tiles: MmaTiles, kind: str, rounded: bool, problem: 
             modes[x], ptrs[x], bases[x], widths[x] = "cp", f"(B{i} + ({off}))", f"B{i}", 4 if rounded else 8
         else:
             modes[x], vec4s[x], widths[x] = "v4", L.load4(i, f"({off}) / 4"), 4
-    import os
-    if modes["b"] == "el" and im2col is not None and "i2c" in os.environ.get("HBH_MMA_EXP", ""):
+    if modes["b"] == "el" and im2col is not None:
+        # ResNet-50 b8 f16 on the H100: 2.62 -> 2.12 ms against element loads through hb_im2col
         nt = 32 if tiles.bn >= 128 else 16  # threads along n (coalesced), the rest along k
         if tiles.bn % nt == 0 and tiles.threads % nt == 0 and tiles.bk % (tiles.threads // nt) == 0:
             modes["b"] = "im2col"

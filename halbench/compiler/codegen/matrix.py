@@ -1,4 +1,5 @@
-"""The matrix-unit GEMM plan (``gemm_mma.j2``): cooperative matrix on Vulkan, WMMA on CUDA.
+"""The matrix-unit GEMM plans: ``gemm_mma.j2`` (cooperative matrix on Vulkan, WMMA on CUDA
+before sm_80) and ``gemm_mma_sync.j2`` (CUDA sm_80+: mma.sync, ldmatrix, cp.async).
 
 Chosen by ``kernels._plan_gemm`` when both GEMM operands are f16 (or bf16 on CUDA) and the
 target has a fragment shape for them (:func:`~halbench.compiler.codegen.tuning.mma_fragment`);
