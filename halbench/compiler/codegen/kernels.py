@@ -743,7 +743,7 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
         # On sm_80+ the mma.sync GEMM (two stages, cp.async, gemm_mma_sync.j2) takes every GEMM
         # and convolution, tf32 ones included, and the split-K ones where it measured faster
         # (tuning.mma_sync_takes_split): ResNet-50 on the H100, tf32 / f16 b8 4.05 / 3.72 ms on
-        # WMMA and the rounded scalar GEMM, 2.24 / 1.71 here; b1 f16 1.12 -> 0.74.
+        # WMMA and the rounded scalar GEMM, 2.23 / 1.71 here; b1 1.17 / 1.12 -> 0.85 / 0.67.
         if mma_sync_ok(t):
             wins = True
             st = mma_sync_tiles(t, precision, m, n, k, batch)
