@@ -80,6 +80,8 @@ def mma_sync_context(tiles: MmaTiles, kind: str) -> tuple[dict[str, Any], list[t
     operands' load modes (``MODE``, ``PTR``, ``BASE``, ``VEC``, ``VEC4``)."""
     st, conv, pair, conv2 = _SYNC[kind]
     t = tiles
+    if t.frags_n % 2:  # ldmatrix .x4.trans loads the B fragments of two n8 tiles at once
+        raise ValueError(f"mma.sync tiles need an even number of n8 fragments, not {t.frags_n}")
     pa, pb = SYNC_PAD[kind]
     lda, ldb = t.bk + pa, t.bn + pb
     ctx = {"KIND": kind, "BM": t.bm, "BN": t.bn, "BK": t.bk, "WM": t.warps_m, "WN": t.warps_n,
