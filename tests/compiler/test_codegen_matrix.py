@@ -132,14 +132,28 @@ def test_cuda_compiles_to_mma(shape, target, dtype):
 
     g, d = matmul_case(shape, dtype=dtype)
     plan, _ = cuda_source(d, g, target)
-    assert plan.template == "gemm_mma.j2"
+    assert plan.template == "gemm_mma_sync.j2"  # sm_80+: mma.sync, ldmatrix, cp.async
     cubin, ptx = generate_cuda(d, g, target)
     arch = {"a100": "sm_80", "h100": "sm_90"}.get(target, target)
     assert cubin_arch(cubin.payload) == arch
     text = ptx.payload.decode()
-    assert re.search(r"\b(wmma\.mma|mma\.sync)\b", text), f"{shape}/{target}/{dtype}: no mma in the PTX"
-    if dtype == "bf16":
-        assert ".bf16" in text
+    assert re.search(rf"mma\.sync\.aligned\.m16n8k16\.row\.col\.f32\.{dtype}\.{dtype}\.f32", text), \
+        f"{shape}/{target}/{dtype}: no mma.sync in the PTX"
+    assert "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16" in text
+    if shape == "odd_100x72x40":  # K = 72: 8-element runs of A are whole and aligned, 16-byte cp.async
+        assert "cp.async.cg.shared.global" in text
+
+
+def test_cuda_before_sm_80_keeps_wmma():
+    """sm_70 / sm_75 have f16 WMMA but not mma.sync m16n8k16 nor cp.async: the WMMA GEMM."""
+    pytest.importorskip("cuda.bindings.nvrtc")
+    from halbench.compiler.codegen.cuda import cuda_source, generate_cuda
+
+    g, d = matmul_case("odd_100x72x40", dtype="f16")
+    plan, src = cuda_source(d, g, "sm_75")
+    assert plan.template == "gemm_mma.j2" and "nvcuda::wmma" in src
+    _, ptx = generate_cuda(d, g, "sm_75")
+    assert "wmma.mma.sync" in ptx.payload.decode()
 
 
 @pytest.mark.parametrize("case", ["epilogue", "transposed", "conv"])
@@ -265,7 +279,7 @@ def test_runs_on_cuda_wmma(cu_matrix, case, dtype):
     if dtype == "bf16":
         _as_dtype(g, [v for v in g.types if g.types[v].dtype == "f16"], "bf16")
     (v,) = generate_cuda(d, g, arch, formats=("cubin",))
-    assert "nvcuda::wmma" in v.source
+    assert "mma.sync.aligned" in v.source or "nvcuda::wmma" in v.source  # sm_80+ / earlier
     _check(dev, v, g, d, dtype, f"cuda/{case}/{dtype}")
 
 
@@ -279,7 +293,7 @@ def test_matmul_2048_throughput(request, api):
     size, reps = 2048, 20
     g, d = cc.matmul(size, size, size, dtype="f16")
     v = generate_vulkan(d, g, target, "bda")[0] if api == "vulkan" else generate_cuda(d, g, target, formats=("cubin",))[0]
-    assert v.source.count("coopMatMulAdd") + v.source.count("mma_sync") > 0
+    assert v.source.count("coopMatMulAdd") + v.source.count("mma_sync") + v.source.count("mma.sync") > 0
     _check(dev, v, g, d, "f16", f"{api}/2048")
     dev_in, _ = _inputs(g, d, "f16")
     exe = dev.load_executable(v.binary())

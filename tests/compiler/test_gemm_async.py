@@ -166,9 +166,11 @@ def test_register_staging_everywhere_else():
                 glsl_sources(d, g, "h100")[1]["bda"]):
         assert "cp.async" not in src and re.search(r"\bpa0\b", src)
     root = d.attrs["root"]
-    root.attrs["precision"] = "tf32"  # a tf32 conv rounds on the scalar GEMM (kernels._plan_gemm)
-    src = cuda_source(d, g, "sm_90")[1]
+    root.attrs["precision"] = "tf32"  # before sm_80 a tf32 conv rounds on the scalar GEMM (kernels._plan_gemm)
+    src = cuda_source(d, g, tuning=t75)[1]
     assert "cp.async" not in src and "hb_round_tf32(pa0)" in src
+    # from sm_80 the mma.sync matrix GEMM takes it (and stages through cp.async of its own)
+    assert "mma.sync" in cuda_source(d, g, "sm_90")[1]
     root.attrs["precision"] = "fp32"
     root.attrs["pad_value"] = 0.5  # a zero-filling copy cannot write 0.5
     src = cuda_source(d, g, "sm_90")[1]

@@ -3,8 +3,9 @@
 - the rounding itself (halbench.precision.round_operand) against ml_dtypes / NumPy's f16;
 - local-sync runs of small graphs and zoo models against onnxruntime: within the precision's
   tolerance, and different from fp32 (the rounding happens);
-- CUDA: NVRTC compiles the matrix GEMM for f32 operands (WMMA f16 / bf16 m16n16k16, tf32
-  m16n16k8) for sm_80 and sm_90, matmul, batch matmul and implicit-GEMM conv;
+- CUDA: NVRTC compiles the matrix GEMM for f32 operands (sm_80+: mma.sync m16n8k16 f16 / bf16,
+  m16n8k8 tf32, two cp.async stages) for sm_80 and sm_90, matmul, batch matmul and implicit-GEMM
+  conv; which operands come in by cp.async;
 - Vulkan: glslang compiles the cooperative-matrix f16 variant for an NVIDIA target; targets
   without matrix units for the precision (lavapipe, the generic target, bf16 / tf32 on Vulkan)
   run the scalar GEMM with the operands rounded as staged, and this runs on lavapipe against the
@@ -164,18 +165,69 @@ def test_cuda_matrix_units_for_f32_operands(case, precision, arch):
 
     g, d = _with_precision(_cases()[case](), precision)
     plan, src = cuda_source(d, g, arch)
-    if case == "conv" and precision == "tf32":
-        # tf32 convolutions round on the scalar GEMM (measured faster on the H100 than WMMA tf32)
-        assert plan.template == "gemm.j2" and "hb_round_tf32" in src
-        return
-    assert plan.template == "gemm_mma.j2"
+    assert plan.template == "gemm_mma_sync.j2"  # sm_80+: mma.sync, tf32 convolutions included
     assert "const float* __restrict__ B0," in src and "const float* __restrict__ B1," in src  # f32 operands
     cubin, ptx = generate_cuda(d, g, arch)
     assert cubin_arch(cubin.payload) == arch
-    want = {"f16": r"wmma\.mma\.sync\.aligned\.row\.row\.m16n16k16\.f32\.f32",
-            "bf16": r"wmma\.mma\.sync\.aligned\.row\.row\.m16n16k16\.f32\.bf16\.bf16\.f32",
-            "tf32": r"wmma\.mma\.sync\.aligned\.row\.row\.m16n16k8\.f32\.tf32\.tf32\.f32"}[precision]
-    assert re.search(want, ptx.payload.decode()), f"{case}/{precision}/{arch}: no {want}"
+    text = ptx.payload.decode()
+    want = {"f16": r"mma\.sync\.aligned\.m16n8k16\.row\.col\.f32\.f16\.f16\.f32",
+            "bf16": r"mma\.sync\.aligned\.m16n8k16\.row\.col\.f32\.bf16\.bf16\.f32",
+            "tf32": r"mma\.sync\.aligned\.m16n8k8\.row\.col\.f32\.tf32\.tf32\.f32"}[precision]
+    assert re.search(want, text), f"{case}/{precision}/{arch}: no {want}"
+    # tf32: f32 staged raw and rounded to nearest as fragments are read; f16 / bf16 through ldmatrix
+    assert ("cvt.rna.tf32.f32" in text) == (precision == "tf32")
+    assert ("ldmatrix" in text) == (precision != "tf32")
+
+
+def test_cuda_matrix_gemm_stages_operands_by_cp_async_where_they_allow():
+    """tf32: contiguous, aligned f32 runs of 4 come in by 16-byte cp.async, zero-filled outside
+    the problem from the operand's own first address (never an out-of-range one); f16 rounds them
+    in registers from one float4 load; a 1x1 conv's im2col operand is such a run too, a 3x3
+    one's is gathered with its pixel coordinates computed once per thread ("im2col"), a
+    transposed operand element by element."""
+    from halbench.compiler.codegen.cuda import cuda_source
+
+    cases = {"matmul": lambda: cc.matmul(100, 72, 40), "conv1x1": lambda: cc.conv("nchw", 2, 64, 8, 8, 32, (1, 1), 1, 1, (0, 0, 0, 0)),
+             "conv3x3": _cases()["conv"], "transposed": _cases()["batch_matmul"]}
+    want = {("matmul", "tf32"): ("cp", "cp"), ("matmul", "f16"): ("v4", "v4"),
+            ("conv1x1", "tf32"): ("cp", "cp"), ("conv1x1", "f16"): ("v4", "v4"),
+            ("conv3x3", "tf32"): ("cp", "im2col"), ("conv3x3", "f16"): ("v4", "im2col"),
+            ("transposed", "tf32"): ("el", "el"), ("transposed", "bf16"): ("el", "el")}
+    for (case, precision), modes in want.items():
+        g, d = _with_precision(cases[case](), precision)
+        plan, src = cuda_source(d, g, "sm_90")
+        assert (plan.ctx["MODE"]["a"], plan.ctx["MODE"]["b"]) == modes, (case, precision)
+        for x, i in zip("ab", (1, 0) if case.startswith("conv") else (0, 1)):
+            if modes["ab".index(x)] == "cp":
+                assert re.search(rf"\? \(const void\*\)\(\(B{i} \+ \(.*?\)\)\) : \(const void\*\)\(B{i}\)\), "
+                                 rf"\"r\"\(\(.*?\) \? 16 : 0\)", src), (case, precision, x)
+                assert i in plan.vec4  # the runtime checks the binding's 16-byte alignment
+
+
+def test_sm80_rule_puts_convolutions_and_short_split_gemms_on_mma_sync():
+    """On sm_80+ every --precision GEMM and convolution runs on mma.sync, tf32 convolutions
+    included; a GEMM that split-K would spread over the machine does too where its blocks make
+    half a wave or its K loop is short (ResNet-50 b1 stage 2), and stays on the rounded scalar
+    split GEMM otherwise (stage 4's 512 x 49 x 4608). sm_75 keeps the older rule."""
+    from halbench.compiler.codegen.cuda import cuda_source
+    from halbench.compiler.codegen.kernels import gemm_split
+
+    stage2 = lambda: cc.conv("nchw", 1, 128, 28, 28, 128, (3, 3), 1, 1, (1, 1, 1, 1))
+    stage4 = lambda: cc.conv("nchw", 1, 512, 7, 7, 512, (3, 3), 1, 1, (1, 1, 1, 1))
+    for precision in REDUCED:
+        g, d = _with_precision(_cases()["conv"](), precision)
+        plan, _ = cuda_source(d, g, "h100")
+        assert plan.template == "gemm_mma_sync.j2"
+        g, d = _with_precision(stage2(), precision)
+        assert gemm_split(d, g) is not None
+        plan, _ = cuda_source(d, g, "h100")
+        assert plan.template == "gemm_mma_sync.j2", precision  # unsplit (its scratch binding unused)
+        g, d = _with_precision(stage4(), precision)
+        assert gemm_split(d, g) is not None
+        plan, _ = cuda_source(d, g, "h100")
+        assert plan.template == "gemm.j2" and plan.scratch and plan.ctx["ROUND"] != "{}", precision
+    g, d = _with_precision(_cases()["conv"](), "tf32")
+    assert cuda_source(d, g, "sm_75")[0].template == "gemm.j2"
 
 
 @pytest.mark.parametrize("case,operand", [("matmul", "x"), ("conv", "w")])
@@ -190,7 +242,7 @@ def test_f32_operands_load_as_float4_from_the_right_binding(case, operand):
     names = [v for v in d.inputs if v.startswith(operand)] or [d.inputs[0]]
     want = d.inputs.index(names[0]) if case == "conv" else 0
     _, src = cuda_source(d, g, "sm_90")
-    assert re.findall(r"q = reinterpret_cast<const float4\*>\(B(\d+)\)", src)[0] == str(want)
+    assert re.findall(r"r[ab]\[\d+\] = reinterpret_cast<const float4\*>\(B(\d+)\)", src)[0] == str(want)
     _, srcs = glsl_sources(d, g, "h100", abis=("descriptors",))
     assert re.findall(r"q = V(\d+)\[", srcs["descriptors"])[0] == str(want)
 
@@ -337,7 +389,11 @@ def test_torch_peer_takes_f16_and_bf16_only_where_it_runs_them():
 # -- GPU (--gpu): the matrix GEMM of f32 operands against the rounding oracle ---------------
 
 GPU_PRECISION_CASES = {**_cases(), "matmul_aligned": lambda: cc.matmul(128, 96, 64, epilogue=True),
-                       "conv_hwcf": lambda: cc.conv("nhwc_hwcf", 2, 8, 13, 11, 24, (3, 3), 1, 1, (1, 1, 1, 1))}
+                       "conv_hwcf": lambda: cc.conv("nhwc_hwcf", 2, 8, 13, 11, 24, (3, 3), 1, 1, (1, 1, 1, 1)),
+                       # the mma.sync GEMM's 128x128 tiles (8 warps, several k steps) and a 1x1
+                       # conv whose im2col operand comes in by vectors / cp.async
+                       "matmul_big": lambda: cc.matmul(300, 520, 200, epilogue=True),
+                       "conv1x1": lambda: cc.conv("nchw", 2, 64, 8, 8, 48, (1, 1), 1, 1, (0, 0, 0, 0), epilogue=True)}
 
 
 def _run_against_oracle(dev, variant, g, d, precision: str) -> None:
@@ -367,10 +423,7 @@ def test_runs_on_cuda_matrix_units(case, precision):
     with halbench.create_device("cuda://") as dev:
         g, d = _with_precision(GPU_PRECISION_CASES[case](), precision)
         (v,) = generate_cuda(d, g, dev.info.identity.arch, formats=("cubin",))
-        if precision == "tf32" and case.startswith("conv"):
-            assert "hb_round_tf32" in v.source  # tf32 convolutions round on the scalar GEMM
-        else:
-            assert "nvcuda::wmma" in v.source
+        assert "mma.sync.aligned" in v.source or "nvcuda::wmma" in v.source  # sm_80+ / earlier
         _run_against_oracle(dev, v, g, d, precision)
 
 

@@ -25,15 +25,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from halbench.compiler.codegen.lang import Lang, ctype, emit_body, lin
-from halbench.compiler.codegen.matrix import mma_context, vector_load
+from halbench.compiler.codegen.matrix import mma_context, mma_sync_context, vector_load
 from halbench.compiler.codegen.tuning import (
     GemmConfig,
+    MmaTiles,
     Tuning,
     config_problem,
     fold_groups,
     gemm_stages,
     gemm_tiles,
     mma_fragment,
+    mma_sync_ok,
+    mma_sync_takes_split,
+    mma_sync_tiles,
     mma_tiles,
     problem_key,
     reduction_plan,
@@ -642,6 +646,8 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
     # ``vec`` where 4 neighbours along its shared-memory row are contiguous and 16-byte aligned;
     # an "im2col" one through the hb_pix / hb_tap helpers. Empty: the staging stays in registers.
     srcs: dict[str, dict[str, Any]] = {}
+    b_run: tuple[str, int] | None = None  # (offset of B[k][n], run length along n) of a 1x1 conv
+    im2col: dict[str, Any] | None = None  # an NCHW conv's B loads, split in pixel and tap parts
     if op.kind in ("matmul", "batch_matmul"):
         sa, sb = c.shape(ia), c.shape(ib)
         batch = out_shape[0] if op.kind == "batch_matmul" else 1
@@ -690,6 +696,22 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
             im2col_k = [f"int ci = k / {kh * kw};", f"int ki = (k / {kw}) % {kh};", f"int kj = k % {kw};"]
             im2col_n = [f"int nn = n / {oh * ow};", f"int oy = (n / {ow}) % {oh};", f"int ox = n % {ow};"]
             load_b = "hb_im2col(b, k, n)"
+            if (kh, kw) == (1, 1) and st == [1, 1] and not any(pads):
+                # a 1x1 stride-1 unpadded conv reads B[k][n] = x[n / HW][k][n % HW]: runs along n
+                # are contiguous within an image (the mma.sync GEMM loads them as vectors)
+                hw = h * w
+                b_run = ((f"(n / {hw}) * {xs[-4] * cin * hw if pre else cin * hw} + "
+                          f"{'b * ' + str(cin * hw) + ' + ' if pre else ''}k * {hw} + n % {hw}"), hw)
+            # im2col split in a pixel part (n: computed once per thread) and a filter-tap part (k:
+            # once per k step and row), for the mma.sync GEMM's B loads; x[...] = B[nbase + kbase]
+            nstride = (xs[-4] * cin * h * w) if pre else cin * h * w
+            im2col = {"n": [f"int nn = n / {oh * ow};", f"int oy = (n / {ow}) % {oh};", f"int ox = n % {ow};",
+                            f"int ihb = oy * {st[0]} - {pads[0]};", f"int iwb = ox * {st[1]} - {pads[1]};",
+                            (f"int nbase = nn * {nstride} + {'b * ' + str(cin * h * w) + ' + ' if pre else ''}"
+                             f"ihb * {w} + iwb;")],
+                      "k": [f"int ci = k / {kh * kw};", f"int kh_ = ((k / {kw}) % {kh}) * {dl[0]};",
+                            f"int kw_ = (k % {kw}) * {dl[1]};", f"int kbase = ci * {h * w} + kh_ * {w} + kw_;"],
+                      "H": h, "W": w, "pad": pad_v, "load": c.L.load(ia, c.dtype(ia), "nbase + kbase")}
             out = ([f"(n / {oh * ow})", "b", "m", f"((n / {ow}) % {oh})", f"(n % {ow})"] if pre else
                    [f"(n / {oh * ow})", "m", f"((n / {ow}) % {oh})", f"(n % {ow})"])
             a_kc, b_nc = True, True
@@ -765,11 +787,25 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
         # f16 0.48x of fp32) and f16 / bf16 convolutions, but not a GEMM that split-K spreads over
         # the machine (ResNet-50 b1: tf32 2.8x, f16 1.9x slower than fp32 on matrix units) nor a tf32
         # convolution (ResNet-50 b8 1.24x slower): those round on the scalar GEMM.
-        wins = op.kind in ("matmul", "batch_matmul") or precision in ("f16", "bf16")
-        frag = (mma_fragment(t, precision) if c.dtype(ib) == in_dt and wins and gemm_split(c.d, c.g) is None
-                else None)
+        # On sm_80+ the mma.sync GEMM (two stages, cp.async, gemm_mma_sync.j2) takes every GEMM
+        # and convolution, tf32 ones included, and the split-K ones where it measured faster
+        # (tuning.mma_sync_takes_split): ResNet-50 on the H100, tf32 / f16 b8 4.05 / 3.72 ms on
+        # WMMA and the rounded scalar GEMM, 2.23 / 1.71 here; b1 1.17 / 1.12 -> 0.85 / 0.67.
+        if mma_sync_ok(t):
+            wins = True
+            st = mma_sync_tiles(t, precision, m, n, k, batch)
+            whole = gemm_split(c.d, c.g) is None or (st is not None and mma_sync_takes_split(t, st, m, n, k, batch))
+        else:
+            wins = op.kind in ("matmul", "batch_matmul") or precision in ("f16", "bf16")
+            whole = gemm_split(c.d, c.g) is None
+        frag = mma_fragment(t, precision) if c.dtype(ib) == in_dt and wins and whole else None
     else:
         frag = mma_fragment(t, in_dt) if c.dtype(ib) == in_dt else None
+    kind = precision if precision != "fp32" else in_dt
+    st_ = mma_sync_tiles(t, kind, m, n, k, batch) if frag is not None and mma_sync_ok(t) else None
+    if st_ is not None:
+        return _plan_mma_sync(c.L, st_, kind, precision != "fp32", problem, helpers, operands,
+                              vec_off, vec4_off, b_run, batch, im2col)
     mt = mma_tiles(t, frag, m, n, k, batch) if frag is not None else None
     if mt is not None:
         ctx, shared = mma_context(c.L, mt, precision if precision != "fp32" else in_dt)
@@ -861,6 +897,43 @@ def _async_ctx(srcs: dict[str, dict[str, Any]], tiles: Any) -> dict[str, Any]:
         src["vec"] = bool(src["vec"]) and size % 4 == 0
         out[f"SRC_{name.upper()}"] = src
     return out
+
+
+def _plan_mma_sync(L: Lang, tiles: MmaTiles, kind: str, rounded: bool, problem: dict[str, Any],
+                   helpers: list[tuple[str, str, str, list[str]]], operands: tuple[int, int],
+                   vec_off: tuple[str | None, str | None], vec4_off: tuple[str | None, str | None],
+                   b_run: tuple[str, int] | None, batch: int, im2col: dict[str, Any] | None = None) -> Plan:
+    """The mma.sync GEMM (sm_80+, gemm_mma_sync.j2) and how it stages each operand: cp.async of
+    16 bytes where the operand's runs are contiguous, aligned and already of the staged type
+    (f16 / bf16 tensors; f32 ones under tf32, rounded as fragments are read), a float4 load
+    converted in registers for f32 ones under f16 / bf16, element loads otherwise."""
+    ctx, shared = mma_sync_context(tiles, kind)
+    ctx.update(problem)
+    offs = vec4_off if rounded else vec_off  # runs of 4 f32 / 8 16-bit elements
+    if b_run is not None and offs[1] is None and b_run[1] % (4 if rounded else 8) == 0:
+        offs = (offs[0], b_run[0])
+    modes, ptrs, bases, widths, vec4s, vec = {}, {}, {}, {}, {}, set()
+    for x, i, off in zip("ab", operands, offs):
+        modes[x] = "el"
+        if off is None:
+            continue
+        vec.add(i)
+        if not rounded or kind == "tf32":
+            modes[x], ptrs[x], bases[x], widths[x] = "cp", f"(B{i} + ({off}))", f"B{i}", 4 if rounded else 8
+        else:
+            modes[x], vec4s[x], widths[x] = "v4", L.load4(i, f"({off}) / 4"), 4
+    if modes["b"] == "el" and im2col is not None:
+        # ResNet-50 b8 f16 on the H100: 2.62 -> 2.12 ms against element loads through hb_im2col
+        nt = 32 if tiles.bn >= 128 else 16  # threads along n (coalesced), the rest along k
+        if tiles.bn % nt == 0 and tiles.threads % nt == 0 and tiles.bk % (tiles.threads // nt) == 0:
+            modes["b"] = "im2col"
+            ctx.update(I2C=im2col, NT=nt, KT=tiles.threads // nt)
+    ctx.update(MODE=modes, PTR=ptrs, BASE=bases, VEC=widths, VEC4=vec4s)
+    gx, gy = -(-problem["N"] // tiles.bn), -(-problem["M"] // tiles.bm)
+    p = Plan("gemm_mma_sync.j2", ctx, (tiles.threads, 1, 1), (gx, gy, batch), shared, helpers=helpers)
+    p.vec4 = vec
+    p.features.add("mma")
+    return p
 
 
 def _slices(k: int, split: int) -> tuple[int, int]:

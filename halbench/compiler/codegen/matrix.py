@@ -1,4 +1,5 @@
-"""The matrix-unit GEMM plan (``gemm_mma.j2``): cooperative matrix on Vulkan, WMMA on CUDA.
+"""The matrix-unit GEMM plans: ``gemm_mma.j2`` (cooperative matrix on Vulkan, WMMA on CUDA
+before sm_80) and ``gemm_mma_sync.j2`` (CUDA sm_80+: mma.sync, ldmatrix, cp.async).
 
 Chosen by ``kernels._plan_gemm`` when both GEMM operands are f16 (or bf16 on CUDA) and the
 target has a fragment shape for them (:func:`~halbench.compiler.codegen.tuning.mma_fragment`);
@@ -12,9 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 from halbench.compiler.codegen.lang import Lang
-from halbench.compiler.codegen.tuning import MmaTiles
+from halbench.compiler.codegen.tuning import SYNC_PAD, MmaTiles
 
-__all__ = ["mma_context", "vector_load"]
+__all__ = ["mma_context", "mma_sync_context", "vector_load"]
 
 # Shared-memory element type, the float -> element conversion ("{}" is the value) and the
 # fragment's element type, per language and operand type. Values from f16 / bf16 buffers round
@@ -63,3 +64,28 @@ def vector_load(lang: Lang, binding: int, offset: str) -> str:
     if lang.name == "glsl":
         return f"V{binding}[({offset}) / 8]"
     return f"reinterpret_cast<const uint4*>(B{binding})[({offset}) / 8]"
+
+
+# -- sm_80+: mma.sync (gemm_mma_sync.j2) ------------------------------------------------------
+
+# Staged element type, its f32 -> staged conversion ("{}" the value), the 2-element type and its
+# packing conversion, per fragment type. tf32 is staged as raw f32 and rounded as fragments are read.
+_SYNC = {"f16": ("__half", "__float2half_rn({})", "__half2", "__floats2half2_rn"),
+         "bf16": ("__nv_bfloat16", "__float2bfloat16_rn({})", "__nv_bfloat162", "__floats2bfloat162_rn"),
+         "tf32": ("float", "{}", "float2", "make_float2")}
+
+def mma_sync_context(tiles: MmaTiles, kind: str) -> tuple[dict[str, Any], list[tuple[str, str, int]]]:
+    """The template context (tiles, staged type, conversions) and shared arrays of the mma.sync
+    GEMM for fragments of ``kind`` (f16, bf16, tf32); the caller adds the problem and the
+    operands' load modes (``MODE``, ``PTR``, ``BASE``, ``VEC``, ``VEC4``)."""
+    st, conv, pair, conv2 = _SYNC[kind]
+    t = tiles
+    if t.frags_n % 2:  # ldmatrix .x4.trans loads the B fragments of two n8 tiles at once
+        raise ValueError(f"mma.sync tiles need an even number of n8 fragments, not {t.frags_n}")
+    pa, pb = SYNC_PAD[kind]
+    lda, ldb = t.bk + pa, t.bn + pb
+    ctx = {"KIND": kind, "BM": t.bm, "BN": t.bn, "BK": t.bk, "WM": t.warps_m, "WN": t.warps_n,
+           "FRM": t.frags_m, "FRN": t.frags_n, "WG": t.threads, "LDA": lda, "LDB": ldb, "ST": st,
+           "CONV": conv, "PAIR": pair, "CONV2": conv2, "includes": _CUDA_INCLUDES}
+    shared = [("__align__(16) " + st, "As", 2 * t.bm * lda), ("__align__(16) " + st, "Bs", 2 * t.bk * ldb)]
+    return ctx, shared

@@ -36,6 +36,9 @@ __all__ = [
     "gemm_tiles",
     "matrix_shape",
     "mma_fragment",
+    "mma_sync_ok",
+    "mma_sync_takes_split",
+    "mma_sync_tiles",
     "mma_tiles",
     "problem_key",
     "reduction_plan",
@@ -388,6 +391,63 @@ def mma_fragment(t: Tuning, in_dtype: str) -> Any | None:
         if s is not None and s.m % 8 == 0 and s.n % 8 == 0 and s.k % 8 == 0:
             return s
     return None
+
+
+#: Padding of the shared rows of A and B in the mma.sync GEMM (gemm_mma_sync.j2), in staged
+#: elements, so fragment reads fall in distinct banks: 16 bytes for ldmatrix's eight 16-byte row
+#: reads (f16 / bf16); for tf32's scalar reads, A rows (read at row g, column q) 4 banks apart
+#: and B rows (row q, column g) 8 apart.
+SYNC_PAD = {"f16": (8, 8), "bf16": (8, 8), "tf32": (4, 8)}
+
+
+def mma_sync_ok(t: Tuning) -> bool:
+    """Whether the CUDA target runs mma.sync m16n8k16 f16 / bf16 and m16n8k8 tf32, ldmatrix and
+    cp.async (sm_80+): the matrix GEMM is then gemm_mma_sync.j2 instead of WMMA."""
+    from halbench.arch import is_sm, parse_sm
+
+    return t.api == "cuda" and is_sm(t.arch) and parse_sm(t.arch).major >= 8
+
+
+def mma_sync_shared_bytes(kind: str, bm: int, bn: int, bk: int) -> int:
+    """Shared memory of the mma.sync GEMM: two stages of A (bm x bk) and B (bk x bn), padded."""
+    es, (pa, pb) = (4 if kind == "tf32" else 2), SYNC_PAD[kind]
+    return 2 * es * (bm * (bk + pa) + bk * (bn + pb))
+
+
+def mma_sync_tiles(t: Tuning, kind: str, m: int, n: int, k: int, batch: int = 1) -> MmaTiles | None:
+    """Tiles of the mma.sync GEMM (m16n8 accumulator tiles, ``kind`` f16 / bf16 / tf32 operands):
+    128x128 (8 warps of 64x32), 64x64 (4 of 32x32), 64x32 (4 of 32x16), 32x32 (4 of 16x16), the
+    first to make a wave of blocks without wasting half of them (as mma_tiles). Each is as deep
+    (BK) as two stages allow in the 48 KiB of static shared memory, so that a small tile still
+    does a useful amount of work per barrier: f16 / bf16 32, 64, 64, 128; tf32 (staged as f32)
+    half that. Measured on the H100 (ResNet-50 b8 f16, all at BK 32 and 128x128 / 64x64 / 32x32
+    only: 2.71 ms; these: 2.36); a lower bar of half a wave of blocks measured 10% slower."""
+    fk = 8 if kind == "tf32" else 16
+    cus = t.compute_units or 16
+    d = 1 if kind == "tf32" else 2  # BK in units of 16: f32 staging holds half as deep
+    cands = [MmaTiles(16, 8, fk, 2, 4, 4, 4, 16 * d),
+             MmaTiles(16, 8, fk, 2, 2, 2, 4, 32 * d),
+             MmaTiles(16, 8, fk, 2, 2, 2, 2, 32 * d),
+             MmaTiles(16, 8, fk, 2, 2, 1, 2, 64 * d)]
+    ok = [c for c in cands if c.threads <= t.max_invocations
+          and mma_sync_shared_bytes(kind, c.bm, c.bn, c.bk) <= t.shared_bytes]
+    for c in ok:
+        groups = batch * -(-m // c.bm) * -(-n // c.bn)
+        waste = (-(-m // c.bm) * c.bm * -(-n // c.bn) * c.bn) / max(m * n, 1)
+        if groups >= cus and waste < 1.5:
+            return c
+    return ok[-1] if ok else None
+
+
+def mma_sync_takes_split(t: Tuning, tiles: MmaTiles, m: int, n: int, k: int, batch: int = 1) -> bool:
+    """Whether a GEMM that split-K would spread over the machine runs on the (unsplit) mma.sync
+    GEMM instead of the rounded scalar split GEMM: when its blocks make half a wave, or its K
+    loop is short (at most 24 steps of BK). Measured on the H100 at batch 1 (µs, mma.sync vs
+    scalar split): ResNet-50's 3x3 convs of stage 2 (100 blocks) 25 vs 34, the 1x1 ones of stage 3
+    (56 blocks, tf32 16 steps) 15 vs 21, but stage 4's 3x3 (32 blocks, f16 36 steps) 58 vs 37 and
+    its 1x1 (tf32 32 steps) 40 vs 20; at batch 8 stage 4's 3x3 (104 blocks) 93 vs 148."""
+    groups = batch * -(-m // tiles.bm) * -(-n // tiles.bn)
+    return 2 * groups >= (t.compute_units or 16) or -(-k // tiles.bk) <= 24
 
 
 def reduction_plan(t: Tuning, points: int, length: int, contiguous: bool) -> tuple[str, int]:
