@@ -681,7 +681,7 @@ def inspect_cmd(bundle: str, device_uri: str | None, fmt: str) -> None:
 
     b = read_bundle(bundle)
     m = b.manifest
-    loaded = _kernel_resources(b, device_uri) if device_uri else {}
+    loaded, why = _kernel_resources(b, device_uri) if device_uri else ({}, "")
     if fmt == "json":
         doc = {"targets": list(m.targets), "executables": [e.to_dict() for e in m.executables]}
         if device_uri:
@@ -697,7 +697,7 @@ def inspect_cmd(bundle: str, device_uri: str | None, fmt: str) -> None:
         click.echo(f"  {e.id:4d} {e.name}")
         if e.id in loaded:
             fmt_name, res = loaded[e.id]
-            shown = ", ".join(f"{k} {v}" for k, v in res.items()) or "the driver reports nothing"
+            shown = ", ".join(f"{k} {v}" for k, v in res.items()) or why
             click.echo(f"         on {device_uri} ({fmt_name}): {shown}")
         for v in e.variants:
             gemm = ""
@@ -709,8 +709,9 @@ def inspect_cmd(bundle: str, device_uri: str | None, fmt: str) -> None:
             click.echo(f"         {v.format:28} {v.target:10} wg {'x'.join(map(str, v.workgroups))}{gemm}")
 
 
-def _kernel_resources(bundle: Any, device_uri: str) -> dict[int, tuple[str, dict[str, Any]]]:
-    """executable id -> (the format loaded on the device, its first entry's resources)."""
+def _kernel_resources(bundle: Any, device_uri: str) -> tuple[dict[int, tuple[str, dict[str, Any]]], str]:
+    """(executable id -> (the format loaded on the device, its first entry's resources), why the
+    driver reports nothing where it does not)."""
     import os
 
     import halbench
@@ -719,10 +720,12 @@ def _kernel_resources(bundle: Any, device_uri: str) -> dict[int, tuple[str, dict
     os.environ.setdefault("HALBENCH_VULKAN_PIPELINE_STATISTICS", "1")  # capture them at pipeline creation
     out: dict[int, tuple[str, dict[str, Any]]] = {}
     with halbench.create_device(device_uri) as dev, Module.load(bundle, dev) as mod:
+        why = ("the driver reports nothing: this Vulkan device has no VK_KHR_pipeline_executable_properties"
+               if getattr(dev, "pipeline_statistics", None) is False else "the driver reports nothing")
         for eid, (exe, variant) in mod._executables.items():
             entries = list(exe.entries)
             out[eid] = (variant.format, exe.resources(entries[0]) if entries else {})
-    return out
+    return out, why
 
 
 def _frozen_inputs(specs: tuple[str, ...]) -> dict[str, Any]:

@@ -96,6 +96,8 @@ def test_tune_writes_the_cache_and_compile_uses_it(mlp: Path, tmp_path: Path) ->
     doc = json.loads(r.output)
     assert doc["device"] == uri and all(e["loaded"]["format"].startswith("vulkan-spirv")
                                         for e in doc["executables"])
+    r = run("inspect", str(tuned), "--device", uri)
+    assert r.exit_code == 0 and r.output.count(f"on {uri} (vulkan-spirv-") == 2, r.output
     r = run("inspect", str(tuned), "--device", "local-sync://")
     assert r.exit_code == 0 and r.output.count("on local-sync:// (local-v1)") == 2, r.output
     x = RNG.standard_normal((64, 256)).astype(np.float32)
