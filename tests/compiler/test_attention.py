@@ -277,3 +277,20 @@ def test_torch_exported_attention_fuses(kind: str, vk, tmp_path: Path) -> None:
     ref = onnx_reference(path, feeds)
     _check(run_local(bundle, feeds), ref, f"{kind} on local-sync://")
     _check(run_local(bundle, feeds, "vulkan://"), ref, f"{kind} on vulkan://")
+
+
+def test_a_damaged_attention_step_list_is_refused_by_name() -> None:
+    """The local oracle runs the steps a bundle lists: a step naming another kernel, or reading an
+    operand the block does not have, fails with a message that says so (a bundle is untrusted)."""
+    from halbench.kernels.ops.common import KERNELS
+
+    run = KERNELS["hb.attention"]
+    x = np.ones((2, 2), np.float32)
+    with pytest.raises(ValueError, match="cannot run kernel 'hb.attention'"):
+        run({"steps": [{"kernel": "hb.attention", "op": {}, "inputs": [], "outputs": []}], "result": "y"}, [x])
+    with pytest.raises(ValueError, match="does not have.*recompile"):
+        run({"steps": [{"kernel": "hb.generic", "op": {}, "inputs": [{"binding": 5}], "outputs": ["y"]}],
+             "result": "y"}, [x])
+    with pytest.raises(ValueError, match="does not have"):
+        run({"steps": [{"kernel": "hb.generic", "op": {}, "inputs": [{"value": "nope", "shape": [4]}],
+                        "outputs": ["y"]}], "result": "y"}, [x])

@@ -17,7 +17,10 @@ from tests.compiler import codegen_cases as cc
 RTOL = 1e-4
 
 
-def run_variant(dev, variant, inputs: list[np.ndarray], out_shapes: list[tuple[tuple[int, ...], np.dtype]]):
+def run_variant(dev, variant, inputs: list[np.ndarray], out_shapes: list[tuple[tuple[int, ...], np.dtype]],
+                poison: tuple[int, ...] = ()):
+    """One dispatch of ``variant``; outputs start zeroed, or as all-ones bytes (NaN for floats)
+    where their index is in ``poison``, so an element the kernel never writes shows."""
     exe = dev.load_executable(variant.binary())
     bufs = []
     for x in inputs:
@@ -28,7 +31,7 @@ def run_variant(dev, variant, inputs: list[np.ndarray], out_shapes: list[tuple[t
     for shape, dt in out_shapes:
         n = int(np.prod(shape)) * np.dtype(dt).itemsize
         b = dev.allocate(max(n, 16))
-        b.write(np.zeros(max(n, 16), np.uint8))
+        b.write(np.full(max(n, 16), 0xFF if len(outs) in poison else 0, np.uint8))
         outs.append(b)
     cb = dev.command_buffer()
     cb.dispatch(exe, variant.entry.name, variant.workgroups, bufs + outs, list(variant.constants))

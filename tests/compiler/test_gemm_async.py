@@ -23,7 +23,7 @@ from halbench.compiler.codegen.tuning import GemmConfig, config_problem, problem
 from halbench.compiler.codegen.variant import GpuVariant
 from halbench.hal import EntryPoint
 from tests.compiler import codegen_cases as cc
-from tests.compiler.test_codegen_vulkan import RTOL, rel_err
+from tests.compiler.test_codegen_vulkan import RTOL, rel_err, run_variant
 
 CASES = {
     "conv3x3_pad_bias": lambda: cc.conv("nchw", 2, 32, 14, 14, 64, (3, 3), 1, 1, (1, 1, 1, 1), epilogue=True),
@@ -80,36 +80,13 @@ def _variant(d, g, arch: str, config: str | None = None) -> tuple[GpuVariant, st
 
 def _run(dev, d, g, variant: GpuVariant, inputs: list[np.ndarray]) -> list[np.ndarray]:
     """One dispatch: outputs poisoned with NaN, the split-K scratch zeroed (its counters must be)."""
-    exe = dev.load_executable(variant.binary())
-    bufs = []
-    for x in inputs:
-        b = dev.allocate(max(x.nbytes, 16))
-        b.write(np.ascontiguousarray(x))
-        bufs.append(b)
-    outs = []
-    for v in d.outputs:
-        b = dev.allocate(max(int(np.prod(g.types[v].shape)) * 4, 16))
-        b.write(np.full(max(int(np.prod(g.types[v].shape)), 4), np.nan, np.float32))
-        outs.append(b)
-    extra = []
-    if uses_extract(d):
-        extra.append(np.zeros(4, np.uint32))
+    shapes = [(g.types[v].shape, np.float32) for v in d.outputs]
+    extra = [((4,), np.uint32)] * uses_extract(d)  # a gather's bounds status slot
     sp = gemm_split(d, g)
     if sp is not None and variant.entry.bindings > len(d.inputs) + len(d.outputs) + len(extra):
-        extra.append(np.zeros(sp.nbytes // 4, np.uint32))
-    ebufs = []
-    for x in extra:
-        b = dev.allocate(x.nbytes)
-        b.write(x)
-        ebufs.append(b)
-    cb = dev.command_buffer()
-    cb.dispatch(exe, variant.entry.name, variant.workgroups, bufs + outs + ebufs, list(variant.constants))
-    cb.end()
-    dev.submit(cb).wait()
-    res = [b.read(np.float32, g.types[v].shape) for b, v in zip(outs, d.outputs)]
-    for b in bufs + outs + ebufs:
-        b.free()
-    return res
+        extra.append(((sp.nbytes // 4,), np.uint32))
+    outs = run_variant(dev, variant, inputs, shapes + extra, poison=tuple(range(len(shapes))))
+    return outs[:len(shapes)]
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])

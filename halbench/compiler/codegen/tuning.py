@@ -282,7 +282,8 @@ def split_k(m: int, n: int, k: int, batch: int = 1) -> tuple[int, int]:
     if tiles >= SPLIT_K_TILES or k < 2 * SPLIT_K_DEPTH:
         return 1, k
     s = min(-(-SPLIT_K_TILES // tiles), k // SPLIT_K_DEPTH, SPLIT_K_MAX)
-    depth = -(-(-(-k // max(s, 1))) // 16) * 16
+    per = -(-k // max(s, 1))  # K per slice, rounded up to whole 16-deep steps
+    depth = -(-per // 16) * 16
     s = -(-k // depth)
     if s < 2 or 4 * s * max(batch, 1) * m * n > SPLIT_K_BYTES:
         return 1, k
@@ -353,6 +354,12 @@ def mma_tiles(t: Tuning, shape: Any, m: int, n: int, k: int, batch: int = 1) -> 
              MmaTiles(shape.m, shape.n, shape.k, 2, 2, 1, 1, 2 * shape.k, lo, slots)]
     elem = 4 if shape.a_type == "tf32" else 2  # tf32 operands are staged as 32-bit floats
     ok = [c for c in cands if c.threads <= t.max_invocations and c.shared_bytes(elem) <= t.shared_bytes]
+    return _filling_tile(ok, m, n, batch, cus)
+
+
+def _filling_tile(ok: list[MmaTiles], m: int, n: int, batch: int, cus: int) -> MmaTiles | None:
+    """The first (largest) of ``ok`` whose blocks cover every compute unit without computing
+    more than half again the output in padding, else the smallest."""
     for c in ok:
         groups = batch * -(-m // c.bm) * -(-n // c.bn)
         waste = (-(-m // c.bm) * c.bm * -(-n // c.bn) * c.bn) / max(m * n, 1)
@@ -431,12 +438,7 @@ def mma_sync_tiles(t: Tuning, kind: str, m: int, n: int, k: int, batch: int = 1)
              MmaTiles(16, 8, fk, 2, 2, 1, 2, 64 * d)]
     ok = [c for c in cands if c.threads <= t.max_invocations
           and mma_sync_shared_bytes(kind, c.bm, c.bn, c.bk) <= t.shared_bytes]
-    for c in ok:
-        groups = batch * -(-m // c.bm) * -(-n // c.bn)
-        waste = (-(-m // c.bm) * c.bm * -(-n // c.bn) * c.bn) / max(m * n, 1)
-        if groups >= cus and waste < 1.5:
-            return c
-    return ok[-1] if ok else None
+    return _filling_tile(ok, m, n, batch, cus)
 
 
 def mma_sync_takes_split(t: Tuning, tiles: MmaTiles, m: int, n: int, k: int, batch: int = 1) -> bool:

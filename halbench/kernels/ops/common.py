@@ -97,8 +97,12 @@ def _attention(op: Mapping[str, Any], ins: list[np.ndarray]) -> list[np.ndarray]
     for st in op["steps"]:
         if st["kernel"] not in _ATTENTION_LINKS:  # a bundle is untrusted: no other kernel, no recursion
             raise ValueError(f"hb.attention: a link cannot run kernel '{st['kernel']}'")
-        args = [ins[r["binding"]] if "binding" in r else values[r["value"]].reshape(r["shape"])
-                for r in st["inputs"]]
+        try:
+            args = [ins[r["binding"]] if "binding" in r else values[r["value"]].reshape(r["shape"])
+                    for r in st["inputs"]]
+        except (KeyError, IndexError, TypeError, ValueError) as e:
+            raise ValueError(f"hb.attention: a link reads an operand the block does not have ({e!r}); "
+                             f"the bundle is damaged: recompile it") from None
         for name, res in zip(st["outputs"], KERNELS[st["kernel"]](st["op"], args)):
             values[name] = res
     return [values[op["result"]]]
