@@ -20,6 +20,7 @@ SMALL = {
     "gemm-bf16": {"m": 128, "n": 256, "k": 64},
     "latency-dispatch": {},
     "latency-replay": {"dispatches": 10},
+    "latency-chain": {"dispatches": 10},
     "transfer-h2d": {"bytes": 1 << 20},
     "transfer-d2h": {"bytes": 1 << 20},
 }
@@ -64,6 +65,17 @@ def test_replay_records_every_dispatch(device) -> None:
     mb = prepare_micro("latency-replay", device, {"dispatches": 7})
     try:
         assert len(mb.run().profile.dispatches) == 7
+    finally:
+        mb.close()
+
+
+def test_chain_orders_its_dispatches(device) -> None:
+    """latency-chain puts a barrier between dispatches: each starts after the one before ends."""
+    mb = prepare_micro("latency-chain", device, {"dispatches": 6})
+    try:
+        times = mb.run().profile.dispatches
+        assert len(times) == 6 and mb.metrics["dispatches"] == 6
+        assert all(b.start_ns >= a.end_ns for a, b in zip(times, times[1:]))
     finally:
         mb.close()
 

@@ -21,6 +21,8 @@ gemm-f16           C = A x B^T, f16 operands, f32 accumulation, f16 C: 2MNK   fl
 gemm-bf16          the same in bf16 (CUDA mma.sync; local)                     flops
 latency-dispatch   one empty dispatch per submission                           -
 latency-replay     100 empty dispatches recorded once, replayed                dispatches
+latency-chain      the same with a barrier between dispatches (each waits for  dispatches
+                   the one before, as a model's dispatches do)
 transfer-h2d       buffer.write of ``bytes`` (host timed)                      bytes
 transfer-d2h       buffer.read of ``bytes`` (host timed)                       bytes
 =================  ==========================================================  ============
@@ -50,13 +52,13 @@ from halbench.hal import Device, Profile
 __all__ = ["KINDS", "MicroBenchmark", "Sample", "Unsupported", "param_names", "prepare_micro"]
 
 KINDS = ("bandwidth-copy", "bandwidth-triad", "fma-f32", "fma-f16", "dot-int8", "matrix-f16",
-         "matrix-bf16", "gemm-f16", "gemm-bf16", "latency-dispatch", "latency-replay", "transfer-h2d",
-         "transfer-d2h")
+         "matrix-bf16", "gemm-f16", "gemm-bf16", "latency-dispatch", "latency-replay", "latency-chain",
+         "transfer-h2d", "transfer-d2h")
 
 _KERNEL = {"bandwidth-copy": "copy", "bandwidth-triad": "triad", "fma-f32": "fma_f32",
            "fma-f16": "fma_f16", "dot-int8": "dot_int8", "matrix-f16": "matrix_f16",
            "matrix-bf16": "matrix_bf16", "gemm-f16": "gemm_f16", "gemm-bf16": "gemm_bf16",
-           "latency-dispatch": "noop", "latency-replay": "noop"}
+           "latency-dispatch": "noop", "latency-replay": "noop", "latency-chain": "noop"}
 
 _GEMM = {"m": 4096, "n": 4096, "k": 4096, "tile_m": 128, "tile_n": 128, "tile_k": 32, "stages": 3, "mma": 0}
 
@@ -72,6 +74,7 @@ _DEFAULTS: dict[str, dict[str, Any]] = {
     "gemm-bf16": dict(_GEMM),
     "latency-dispatch": {},
     "latency-replay": {"dispatches": 100},
+    "latency-chain": {"dispatches": 100},
     "transfer-h2d": {"bytes": 64 << 20},
     "transfer-d2h": {"bytes": 64 << 20},
 }
@@ -217,12 +220,12 @@ def _prepare_kernel(mb: MicroBenchmark) -> None:
     else:  # latency
         buf = dev.allocate(256)
         bufs, consts, workgroups = [buf], [], (1, 1, 1)
-        if kind == "latency-replay":
+        if kind in ("latency-replay", "latency-chain"):
             mb.metrics = {"dispatches": float(p["dispatches"])}
     mb._buffers += bufs
     exe = dev.load_executable(mk.binary)
-    repeats = int(p.get("dispatches", 1)) if kind == "latency-replay" else 1
-    _record(mb, exe, workgroups, bufs, consts, repeats, check)
+    repeats = int(p.get("dispatches", 1)) if kind in ("latency-replay", "latency-chain") else 1
+    _record(mb, exe, workgroups, bufs, consts, repeats, check, barriers=kind == "latency-chain")
 
 
 def _poison(dev: Device, buf: Any) -> None:
@@ -296,11 +299,14 @@ def _prepare_gemm(mb: MicroBenchmark, mk: Any):
     return bufs, [m, n, k], ((m // bm) * (n // bn), 1, 1), check
 
 
-def _record(mb: MicroBenchmark, exe, workgroups, bufs, consts, repeats: int, check) -> None:
+def _record(mb: MicroBenchmark, exe, workgroups, bufs, consts, repeats: int, check,
+            barriers: bool = False) -> None:
     dev = mb.device
     entry = next(iter(exe.entries))
     cb = dev.command_buffer(profile=True)
-    for _ in range(repeats):
+    for i in range(repeats):
+        if barriers and i:
+            cb.barrier()
         cb.dispatch(exe, entry, workgroups, bufs, consts)
     cb.end()
     mb.format = exe.format
