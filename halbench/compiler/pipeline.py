@@ -17,11 +17,11 @@ from halbench.compiler.passes.form_dispatches import form_dispatches
 from halbench.compiler.passes.fuse_attention import fuse_attention
 from halbench.compiler.passes.fuse_elementwise import fuse_elementwise
 from halbench.compiler.passes.fuse_pad import fuse_pad
-from halbench.compiler.passes.share_batch_operands import share_batch_operands
 from halbench.compiler.passes.fuse_rows import fuse_rows
 from halbench.compiler.passes.inline_constants import inline_constants
 from halbench.compiler.passes.merge_gemms import merge_gemms
 from halbench.compiler.passes.recognize_patterns import recognize_patterns
+from halbench.compiler.passes.share_batch_operands import share_batch_operands
 from halbench.errors import UserError
 
 __all__ = ["PASSES", "run_pipeline"]
