@@ -132,13 +132,14 @@ def _candidates(g: Graph) -> list[list[tuple[int, int | None]]]:
             sig = _epilogue_signature(g, g.ops[rs[0]], z, n)
             if sig is not None:
                 ep = rs[0]
-                # the shared operands must exist where the merged GEMM will run
-                if any(s[0] == "same" and produced_at.get(g.root(s[1]), -1) > i for s in sig[1]):
-                    continue
         y = g.ops[ep].outputs[0] if ep is not None else z
         if not _readers_ok(g, y, rows, outputs):
             continue
         key = (x, op.kind, str(sorted(op.attrs.items())), tuple(wt.shape), wt.dtype, zt.dtype, sig)
+        first = groups[key][0][0] if key in groups else i
+        # the epilogue's shared operands must exist where the merged GEMM runs (the first's place)
+        if sig is not None and any(s[0] == "same" and produced_at.get(g.root(s[1]), -1) > first for s in sig[1]):
+            continue
         groups.setdefault(key, []).append((i, ep))
     return [grp for grp in groups.values() if len(grp) > 1]
 
