@@ -87,10 +87,15 @@ class CompileOptions:
     #: One flash-attention dispatch per attention block (passes/fuse_attention.py). None: on,
     #: unless $HALBENCH_NO_FUSE_ATTENTION=1 (two bundles from the same code for an A/B).
     fuse_attention: bool | None = None
+    #: One GEMM for sibling GEMMs that read the same activation (passes/merge_gemms.py: Q, K, V).
+    #: None: on, unless $HALBENCH_NO_MERGE_GEMMS=1.
+    merge_gemms: bool | None = None
 
     def __post_init__(self) -> None:
         if self.fuse_attention is None:
             object.__setattr__(self, "fuse_attention", os.environ.get("HALBENCH_NO_FUSE_ATTENTION", "") in ("", "0"))
+        if self.merge_gemms is None:
+            object.__setattr__(self, "merge_gemms", os.environ.get("HALBENCH_NO_MERGE_GEMMS", "") in ("", "0"))
         from halbench.compiler.backends import backend, backends, canonical, option_values
 
         object.__setattr__(self, "input_shapes",
@@ -142,6 +147,7 @@ class CompileOptions:
                 # fp32 is left out, so the cache keys of exact compiles stay what they were
                 **({"precision": self.precision} if self.precision != "fp32" else {}),
                 **({"fuse_attention": False} if not self.fuse_attention else {}),
+                **({"merge_gemms": False} if not self.merge_gemms else {}),
                 **({"input_values": {k: {"dtype": dt, "shape": list(sh), "values": list(vals)}
                                      for k, dt, sh, vals in self.input_values}} if self.input_values else {})}
 
@@ -265,7 +271,8 @@ def compile_graph(graph: Graph, options: CompileOptions, source: Mapping[str, An
     t0 = time.perf_counter()
     # A GEMM rounded to --precision stays a GEMM dispatch: the fused kernel computes in f32.
     g = run_pipeline(graph, options.dump_after, timings=pass_times,
-                     fuse_attention_blocks=bool(options.fuse_attention) and options.precision == "fp32")
+                     fuse_attention_blocks=bool(options.fuse_attention) and options.precision == "fp32",
+                     merge_sibling_gemms=bool(options.merge_gemms))
     timings["passes"] = time.perf_counter() - t0
     notes = _mark_precision(g, options)
     t1 = time.perf_counter()

@@ -17,25 +17,28 @@ from halbench.compiler.passes.form_dispatches import form_dispatches
 from halbench.compiler.passes.fuse_attention import fuse_attention
 from halbench.compiler.passes.fuse_elementwise import fuse_elementwise
 from halbench.compiler.passes.fuse_pad import fuse_pad
-from halbench.compiler.passes.share_batch_operands import share_batch_operands
 from halbench.compiler.passes.fuse_rows import fuse_rows
 from halbench.compiler.passes.inline_constants import inline_constants
+from halbench.compiler.passes.merge_gemms import merge_gemms
 from halbench.compiler.passes.recognize_patterns import recognize_patterns
+from halbench.compiler.passes.share_batch_operands import share_batch_operands
 from halbench.errors import UserError
 
 __all__ = ["PASSES", "run_pipeline"]
 
 PASSES = ("parse", "inline_constants", "canonicalize", "fold_constants", "share_batch_operands",
           "fold_reshapes", "fuse_pad",
-          "fuse_elementwise", "form_dispatches", "recognize_patterns", "fuse_rows",
+          "fuse_elementwise", "merge_gemms", "form_dispatches", "recognize_patterns", "fuse_rows",
           "fuse_attention",
           "assign_buffers", "cost")
 
 
 def run_pipeline(graph: Graph, dump_after: str | None = None, out: TextIO | None = None,
-                 timings: dict[str, float] | None = None, fuse_attention_blocks: bool = True) -> Graph:
+                 timings: dict[str, float] | None = None, fuse_attention_blocks: bool = True,
+                 merge_sibling_gemms: bool = True) -> Graph:
     """Run every pass in order; ``dump_after`` prints the IR after that pass (or ``all``).
-    ``fuse_attention_blocks=False`` leaves attention blocks as separate dispatches (A/B runs)."""
+    ``fuse_attention_blocks=False`` leaves attention blocks as separate dispatches, and
+    ``merge_sibling_gemms=False`` sibling GEMMs (Q, K, V) as one dispatch each (A/B runs)."""
     if dump_after and dump_after != "all" and dump_after not in PASSES:
         raise UserError(f"unknown pass '{dump_after}' for --dump-after; passes: {', '.join(PASSES)}, all")
     out = out or sys.stdout
@@ -60,6 +63,7 @@ def run_pipeline(graph: Graph, dump_after: str | None = None, out: TextIO | None
     g = step("fold_reshapes", fold_reshapes, g)            # reshapes move no data: views
     g = step("fuse_pad", fuse_pad, g)                      # convs read padding in bounds checks
     g = step("fuse_elementwise", fuse_elementwise, g)      # chains of element-wise ops: one body
+    g = step("merge_gemms", lambda x: merge_gemms(x, merge_sibling_gemms), g)  # Q, K, V: one GEMM over N
     g = step("form_dispatches", form_dispatches, g)        # one root + epilogue per dispatch
     g = step("recognize_patterns", recognize_patterns, g)  # softmax / layer norm groups, for GPU kernels
     g = step("fuse_rows", fuse_rows, g)                    # each tagged group: one row dispatch

@@ -22,7 +22,8 @@ clamp the key to N - 1 and store 0 past the end; shared indices stay below the a
 the loop bounds (e < TN * Dk, j < TN, lane < G); the scale / mask operands' maps were proved in
 bounds by the pass. Where the pass absorbed the transposes around the block, Q, K and V are read
 (and O written) at the permuted coordinates of the transpose's other side: a permutation of
-in-range coordinates, so in range too; the tile loop then walks whichever dim is contiguous in
+in-range coordinates (plus, for a head split out of merge_gemms' merged Q/K/V projection, the
+constant index of Q, K or V, below its dim's size by construction), so in range too; the tile loop then walks whichever dim is contiguous in
 memory fastest (coalesced loads).
 """
 
@@ -116,8 +117,8 @@ def plan_attention(c: _Ctx, t: Tuning) -> Plan:
 
     def through(tr: Any, value_coords: list[str]) -> tuple[int, list[str]]:
         """Binding and coordinates of transpose ``tr``'s input at its output's coordinates."""
-        m = tr.attrs["maps"][0]
-        return c.b(tr.inputs[0]), [value_coords[int(k)] for _, k in m]
+        m = tr.attrs["maps"][0]  # dims of the transpose's output, or constants (merge_gemms' Q/K/V index)
+        return c.b(tr.inputs[0]), [value_coords[int(k)] if kind == "d" else str(int(k)) for kind, k in m]
 
     def operand(v: str, rows: str, cols: str) -> tuple[int, list[str]]:
         """Binding and coordinates of ``v`` (rank 3 with the batch, or 2: shared) at (rows, cols),
@@ -168,7 +169,7 @@ def plan_attention(c: _Ctx, t: Tuning) -> Plan:
         if tr is None:
             return True
         m = tr.attrs["maps"][0]
-        return int(m[-1][1]) == len(m) - 1
+        return tuple(m[-1]) == ("d", len(tr.attrs["dims"]) - 1)
 
     def stage(v: str, depth: int, transposed: bool, dst: str) -> None:
         """Copy a tile of ``TN`` keys x ``depth`` of operand ``v`` (keys along its rows when

@@ -272,15 +272,19 @@ def fuse_attention(graph: Graph, enabled: bool = True) -> Graph:
     return _absorb_transposes(g) if replace else g
 
 
-def _permutation(m: Any, rank: int) -> list[int] | None:
-    if m is None or len(m) != rank or any(k != "d" for k, _ in m):
+def _permutation(m: Any, rank: int, select: bool = False) -> list[int] | None:
+    """The iteration dims map ``m`` reads, where they are a permutation of all ``rank`` of them;
+    with ``select``, the map may also pick constant indices of further input dims (merge_gemms'
+    sibling dim: Q, K, V at 0, 1, 2 of one merged GEMM result)."""
+    if m is None or (not select and (len(m) != rank or any(k != "d" for k, _ in m))):
         return None
-    perm = [int(v) for _, v in m]
+    perm = [int(v) for k, v in m if k == "d"]
     return perm if sorted(perm) == list(range(rank)) else None
 
 
-def _transpose(d: Op, g: Graph) -> Op | None:
-    """The root of a pure-permutation transpose dispatch ``d`` (one f32 input, one output)."""
+def _transpose(d: Op, g: Graph, select: bool = False) -> Op | None:
+    """The root of a pure-permutation transpose dispatch ``d`` (one f32 input, one output);
+    with ``select``, one that also selects constant indices of its input (_permutation)."""
     r = d.attrs["root"]
     if d.attrs["kind"] != "transpose" or d.attrs["epilogue"] is not None or r.kind != "generic":
         return None
@@ -289,7 +293,11 @@ def _transpose(d: Op, g: Graph) -> Op | None:
     rank = len(r.attrs["dims"])
     if [int(x) for x in r.attrs["dims"]] != [int(x) for x in g.types[r.outputs[0]].shape]:
         return None
-    if not is_identity(r.attrs["maps"][1], rank) or _permutation(r.attrs["maps"][0], rank) is None:
+    if not is_identity(r.attrs["maps"][1], rank) or _permutation(r.attrs["maps"][0], rank, select) is None:
+        return None
+    shape = g.types[r.inputs[0]].shape
+    if len(r.attrs["maps"][0]) != len(shape) or any(
+            k == "c" and not 0 <= int(v) < int(n) for (k, v), n in zip(r.attrs["maps"][0], shape)):
         return None
     return r
 
@@ -306,7 +314,8 @@ def _batch_view(shape: Any, view: Any) -> bool:
 def _absorb_transposes(g: Graph) -> Graph:
     """An attention dispatch reads Q, K and V through the transposes that produce them, and
     writes O through the transpose that reads it, where nothing else reads those values: the
-    head split / merge ([B, S, H, D] <-> [B, H, S, D]) moves no data of its own. The absorbed
+    head split / merge ([B, S, H, D] <-> [B, H, S, D]) moves no data of its own (a head split
+    may also select Q, K or V from merge_gemms' merged projection: [B, S, 3, H, D]). The absorbed
     transposes stay links of the op (``loads``: role -> transpose generic; ``store``), so the
     local oracle still runs them."""
     outputs = {g.root(v) for _, v in g.outputs}
@@ -326,7 +335,7 @@ def _absorb_transposes(g: Graph) -> Graph:
         loads: dict[str, Op] = {}
         for role, x in (("q", a["qk"].inputs[0]), ("k", a["qk"].inputs[1]), ("v", a["pv"].inputs[1])):
             pi = producer.get(g.root(x))
-            t = _transpose(g.ops[pi], g) if pi is not None and pi not in drop else None
+            t = _transpose(g.ops[pi], g, select=True) if pi is not None and pi not in drop else None
             if t is None or g.root(x) != t.outputs[0] or g.root(x) in outputs or readers.get(g.root(x)) != [ai]:
                 continue
             if not _batch_view(g.types[t.outputs[0]].shape, g.types[x].shape):
