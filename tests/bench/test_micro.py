@@ -70,11 +70,14 @@ def test_replay_records_every_dispatch(device) -> None:
 
 
 def test_chain_orders_its_dispatches(device) -> None:
-    """latency-chain puts a barrier between dispatches: each starts after the one before ends."""
+    """latency-chain puts a barrier between dispatches and is timed whole (per-dispatch times
+    only where the driver cannot skip them, and then each starts after the one before ends)."""
     mb = prepare_micro("latency-chain", device, {"dispatches": 6})
     try:
-        times = mb.run().profile.dispatches
-        assert len(times) == 6 and mb.metrics["dispatches"] == 6
+        prof = mb.run().profile
+        assert mb.metrics["dispatches"] == 6 and prof.total_ns > 0
+        times = prof.dispatches
+        assert len(times) in (0, 6)
         assert all(b.start_ns >= a.end_ns for a, b in zip(times, times[1:]))
     finally:
         mb.close()

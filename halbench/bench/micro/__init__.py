@@ -22,7 +22,7 @@ gemm-bf16          the same in bf16 (CUDA mma.sync; local)                     f
 latency-dispatch   one empty dispatch per submission                           -
 latency-replay     100 empty dispatches recorded once, replayed                dispatches
 latency-chain      the same with a barrier between dispatches (each waits for  dispatches
-                   the one before, as a model's dispatches do)
+                   the one before), timed whole as a model is
 transfer-h2d       buffer.write of ``bytes`` (host timed)                      bytes
 transfer-d2h       buffer.read of ``bytes`` (host timed)                       bytes
 =================  ==========================================================  ============
@@ -303,7 +303,9 @@ def _record(mb: MicroBenchmark, exe, workgroups, bufs, consts, repeats: int, che
             barriers: bool = False) -> None:
     dev = mb.device
     entry = next(iter(exe.entries))
-    cb = dev.command_buffer(profile=True)
+    # a chain is timed whole (two timestamps), as a model is: CUDA's per-dispatch events would
+    # add their own cost to every dispatch
+    cb = dev.command_buffer(profile=True, dispatch_times=not barriers)
     for i in range(repeats):
         if barriers and i:
             cb.barrier()
