@@ -27,7 +27,7 @@ from halbench.compiler.codegen.tuning import GemmConfig, Tuning, tuning_for
 from halbench.errors import HalbenchError, UserError
 from halbench.tune.problems import build_graph, gemm_dims, reference
 
-__all__ = ["Measured", "ProblemResult", "TuneRun", "candidates", "measure_bundle", "tune"]
+__all__ = ["Measured", "ProblemResult", "TuneRun", "candidates", "measure_bundle", "split_counts", "tune"]
 
 #: Relative error (max |out - ref| / max |ref|) above which a candidate's result is wrong: f32
 #: sums in another order differ by ~1e-6; a kernel that skips or repeats a tile is off by O(1).
@@ -107,7 +107,8 @@ def candidates(t: Tuning, base: GemmConfig, max_split: int, stage: int,
                mn: tuple[int, int] | None = None) -> list[GemmConfig]:
     """Stage 1: tile shapes at the base's depth, ownership and split (with ``mn``, the GEMM's M
     and N: only tiles that waste little more than the least wasteful one); stage 2: around
-    ``base``, other depths (BK), the other ownership, other split-K slice counts. Only
+    ``base``, other split-K slice counts first (up to ``max_split``, what the schedule reserved:
+    a low-wave GEMM gains most there), then other depths (BK) and the other ownership. Only
     configurations the target can run (``GemmConfig.problem``)."""
     out: list[GemmConfig] = []
     if stage == 1:
@@ -118,15 +119,21 @@ def candidates(t: Tuning, base: GemmConfig, max_split: int, stage: int,
         for bm, bn, tm, tn in tiles:
             out.append(GemmConfig(bm, bn, 16 if bm * bn < 128 * 128 else 8, tm, tn, base.split, base.runs))
     else:
+        for s in split_counts(max_split):
+            out.append(GemmConfig(base.bm, base.bn, base.bk, base.tm, base.tn, s, base.runs))
         for bk in (8, 16, 32):
             out.append(GemmConfig(base.bm, base.bn, bk, base.tm, base.tn, base.split, base.runs))
         if base.tm % 4 == 0 or base.tn % 4 == 0:
             out.append(GemmConfig(base.bm, base.bn, base.bk, base.tm, base.tn, base.split, not base.runs))
-        for s in sorted({1, max_split, max(max_split // 2, 1)}):
-            out.append(GemmConfig(base.bm, base.bn, base.bk, base.tm, base.tn, s, base.runs))
     seen: set[GemmConfig] = set()
     return [c for c in out if c != base and not (c in seen or seen.add(c))  # type: ignore[func-returns-value]
             and c.problem(t, max_split) is None]
+
+
+def split_counts(max_split: int) -> list[int]:
+    """The split-K slice counts stage 2 tries: unsplit, the most reserved, half of it, and for a
+    deep reservation (tuning.split_k_room) the counts between: 2, 3, 4, 6, 8, 12."""
+    return sorted({1, max_split, max(max_split // 2, 1), *(s for s in (2, 3, 4, 6, 8, 12) if s < max_split)})
 
 
 def _compile(problem: GemmProblemDoc, key: str, api: str, target: str, uri: str | None,
@@ -322,7 +329,7 @@ def tune(problems: dict[str, GemmProblemDoc], device_uri: str, *, target: str | 
                 _, m, n, _ = gemm_dims(p)
                 pr = _Problem(key, p, i, start + budget_s * (i + 1) / len(problems), inputs,
                               reference(p, *inputs).astype(np.float64),
-                              sp.slices if sp is not None and api != "webgpu" else 1, (m, n))
+                              sp.room if sp is not None and api != "webgpu" else 1, (m, n))
                 rule = session.run(pr, [None])[0]
                 res = ProblemResult(key, p, rule)
                 for stage in (1, 2):
