@@ -2,7 +2,8 @@
 
 For each problem: the rule's configuration first (what compile uses without tuning), then a
 coordinate search: workgroup tiles and thread tiles (stage 1), then, around the best of those,
-the K depth of a step, the thread ownership and the split-K slices (stage 2). Every candidate is
+the split-K slices, the K depth of a step and the thread ownership (stage 2); a low-wave GEMM
+with room for deeper splits than the rule takes (tuning.split_k_room) tries those first (stage 0). Every candidate is
 compiled as a one-dispatch bundle from a one-op IR graph (no front end), run through the HAL,
 checked against the NumPy reference (a wrong result is discarded) and timed with device
 timestamps (median of ``samples`` runs after ``warmup``). Compiles run in a thread pool (glslang
@@ -105,13 +106,15 @@ def _waste(bm: int, bn: int, m: int, n: int) -> float:
 
 def candidates(t: Tuning, base: GemmConfig, max_split: int, stage: int,
                mn: tuple[int, int] | None = None) -> list[GemmConfig]:
-    """Stage 1: tile shapes at the base's depth, ownership and split (with ``mn``, the GEMM's M
-    and N: only tiles that waste little more than the least wasteful one); stage 2: around
-    ``base``, other split-K slice counts first (up to ``max_split``, what the schedule reserved:
-    a low-wave GEMM gains most there), then other depths (BK) and the other ownership. Only
-    configurations the target can run (``GemmConfig.problem``)."""
+    """Stage 0: the base with other split-K slice counts only (up to ``max_split``, what the
+    schedule reserved); stage 1: tile shapes at the base's depth, ownership and split (with
+    ``mn``, the GEMM's M and N: only tiles that waste little more than the least wasteful one);
+    stage 2: around ``base``, other slice counts first, then other depths (BK) and the other
+    ownership. Only configurations the target can run (``GemmConfig.problem``)."""
     out: list[GemmConfig] = []
-    if stage == 1:
+    if stage == 0:
+        out = [GemmConfig(base.bm, base.bn, base.bk, base.tm, base.tn, s, base.runs) for s in split_counts(max_split)]
+    elif stage == 1:
         tiles = list(TILES)
         if mn is not None:
             least = min(_waste(bm, bn, *mn) for bm, bn, _, _ in tiles)
@@ -332,7 +335,11 @@ def tune(problems: dict[str, GemmProblemDoc], device_uri: str, *, target: str | 
                               sp.room if sp is not None and api != "webgpu" else 1, (m, n))
                 rule = session.run(pr, [None])[0]
                 res = ProblemResult(key, p, rule)
-                for stage in (1, 2):
+                # A GEMM the schedule reserved deeper splits for than the rule takes (a low-wave
+                # one, tuning.split_k_room) tries those first, at the rule's tiles: they are what
+                # fills the machine, and a short budget must not end before them.
+                deeper = sp is not None and pr.max_split > sp.slices
+                for stage in ((0, 1, 2) if deeper else (1, 2)):
                     left = max_candidates - len(res.tried)
                     if left <= 0 or time.perf_counter() >= pr.deadline:
                         break
