@@ -295,10 +295,12 @@ def _target(api: str, target: str | None, uri: str) -> tuple[str, Any]:
 def tune(problems: dict[str, GemmProblemDoc], device_uri: str, *, target: str | None = None,
          budget_s: float = 60.0, samples: int = 10, warmup: int = 3, max_candidates: int = 24,
          jobs: int = 8, warmup_s: float = 0.2, log: Callable[[str], None] | None = None,
-         on_problem: Callable[[TuneRun], None] | None = None) -> TuneRun:
+         on_problem: Callable[[TuneRun], None] | None = None, cache: str | None = None) -> TuneRun:
     """Tune every problem on ``device_uri`` within about ``budget_s`` seconds in all (the rule's
     configuration of each is always measured). ``on_problem`` gets the run so far after each
-    problem (the CLI saves it, so a run cut short keeps what it measured)."""
+    problem (the CLI saves it, so a run cut short keeps what it measured). ``cache``: a tuning
+    cache (directory or file) whose configuration for a problem, where it has one, is measured
+    right after the rule and searched around: re-tuning starts from what was found before."""
     from halbench.compiler.backends import backend_for_driver
     from halbench.compiler.codegen.kernels import gemm_split
     from halbench.drivers import create_device, select_device
@@ -310,6 +312,7 @@ def tune(problems: dict[str, GemmProblemDoc], device_uri: str, *, target: str | 
                         f"cuda://, hip:// or webgpu:// device")
     spec, tgt = _target(api, target, info.uri)
     t = tuning_for(tgt, api)
+    seeds = _cached_configs(api, tgt.name, cache)
     say = log or (lambda s: None)
     start = time.perf_counter()
     results: list[ProblemResult] = []
@@ -335,6 +338,9 @@ def tune(problems: dict[str, GemmProblemDoc], device_uri: str, *, target: str | 
                               sp.room if sp is not None and api != "webgpu" else 1, (m, n))
                 rule = session.run(pr, [None])[0]
                 res = ProblemResult(key, p, rule)
+                seed = seeds.get(key)
+                if seed is not None and seed != rule.config and seed.problem(t, pr.max_split) is None:
+                    res.tried += session.run(pr, [seed])
                 # A GEMM the schedule reserved deeper splits for than the rule takes (a low-wave
                 # one, tuning.split_k_room) tries those first, at the rule's tiles: they are what
                 # fills the machine, and a short budget must not end before them.
@@ -355,6 +361,18 @@ def tune(problems: dict[str, GemmProblemDoc], device_uri: str, *, target: str | 
                 say(f"{i + 1}/{len(problems)} {key}: rule {_ms(rule.time_ns)}, best {_ms(best and best.time_ns)} "
                     f"({best.config.label() if best else '-'}), {len(res.tried)} tried")
     return TuneRun(api, tgt.name, info.uri, results)
+
+
+def _cached_configs(api: str, target: str, where: str | None) -> dict[str, GemmConfig]:
+    """The configurations a tuning cache at ``where`` holds for ``api`` / ``target`` (none when
+    ``where`` is None or names no file yet)."""
+    from halbench.compiler.tuning_cache import cache_file, read_cache
+
+    path = cache_file(api, target, where) if where is not None else None
+    if path is None or not path.exists():
+        return {}
+    doc = read_cache(path)
+    return {k: GemmConfig(**e.config.model_dump()) for k, e in doc.entries.items()}
 
 
 def _ms(ns: float | None) -> str:

@@ -22,7 +22,7 @@ from halbench.compiler.compile import CompileOptions
 from halbench.compiler.tuning_cache import read_cache
 from halbench.tune import candidates, load_problems, measure_bundle
 from halbench.tune.problems import build_graph, reference
-from halbench.tune.search import _compile, split_counts
+from halbench.tune.search import _cached_configs, _compile, split_counts
 from tests.compiler.helpers import device_or_skip, onnx_reference, rel_err, run_local
 
 RNG = np.random.default_rng(3)
@@ -78,6 +78,9 @@ def test_tune_writes_the_cache_and_compile_uses_it(mlp: Path, tmp_path: Path) ->
     assert len(files) == 1 and files[0] == Path(report["cache"])
     doc = read_cache(files[0])  # the schema holds
     assert doc.api == "vulkan" and doc.target == report["target"] and set(doc.entries) == keys
+    # Re-tuning into the same cache starts from what it holds: those configurations come back.
+    seeds = _cached_configs("vulkan", doc.target, str(cache))
+    assert {k: c.to_dict() for k, c in seeds.items()} == {k: e.config.model_dump() for k, e in doc.entries.items()}
     # Compiling again takes the cached configurations, says so per variant, and still computes
     # what onnxruntime computes.
     tuned = tmp_path / "tuned.hbx"
