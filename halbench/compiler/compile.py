@@ -406,16 +406,15 @@ def _schedule(g: Graph, options: CompileOptions, executables: list[ExecutableDec
     gathering = [i for i, d in enumerate(g.ops) if uses_extract(d)]
     if gathering:
         buffer("status", BINDING_ALIGNMENT * len(gathering), "status", "status")
-    # Split-K GEMMs take a scratch range of their own (kernels.GemmSplit: counters that start at
-    # zero and that the kernel leaves at zero, then partial sums), after the status slot.
+    # Split-K GEMMs take a scratch range (kernels.GemmSplit: counters that start at zero and
+    # that the kernel leaves at zero, then partial sums, written and read within the dispatch),
+    # after the status slot: disjoint ranges between two barriers (those dispatches may run at
+    # once), the same memory again after a barrier, so the buffer is as large as the largest
+    # group between barriers, not the sum over the model; its size is set after the steps.
     splits = {i: sp for i, d in enumerate(g.ops) if (sp := gemm_split(d, g)) is not None}
-    scratch_at: dict[int, int] = {}
+    scratch_top = scratch_size = 0
     if splits:
-        total = 0
-        for i, sp in splits.items():
-            scratch_at[i] = total
-            total += -(-sp.nbytes // BINDING_ALIGNMENT) * BINDING_ALIGNMENT
-        buffer("scratch", total, "scratch", "scratch")
+        buffer("scratch", 0, "scratch", "scratch")
 
     def where(v: str) -> tuple[int, int]:
         key, off = g.storage[g.root(v)]
@@ -440,12 +439,15 @@ def _schedule(g: Graph, options: CompileOptions, executables: list[ExecutableDec
         if any(overlaps(r, pending_w) for r in reads) or any(overlaps(w, pending_w + pending_r) for w in writes):
             steps.append(BarrierStep())
             pending_w, pending_r = [], []
+            scratch_top = 0
         pending_r += reads
         pending_w += writes
         if i in gathering:
             binds.append(BufferRange(ids["status"], BINDING_ALIGNMENT * gathering.index(i), 16))
         if i in splits:
-            binds.append(BufferRange(ids["scratch"], scratch_at[i], splits[i].nbytes))
+            binds.append(BufferRange(ids["scratch"], scratch_top, splits[i].nbytes))
+            scratch_top += -(-splits[i].nbytes // BINDING_ALIGNMENT) * BINDING_ALIGNMENT
+            scratch_size = max(scratch_size, scratch_top)
         flops, nbytes = g.costs.get(i, (0, 0))
         # What each kernel touches: its tensors whole, the status slot's two words, the split-K
         # scratch whole; the runtime refuses a bundle whose ranges are shorter (bundle/check.py).
@@ -454,6 +456,9 @@ def _schedule(g: Graph, options: CompileOptions, executables: list[ExecutableDec
                         for k, r in enumerate(binds))
         steps.append(DispatchStep(i, tuple(binds), d.attrs["name"], flops, nbytes, touched,
                                   tuple(d.attrs.get("nodes") or ())))
+    if splits:
+        old = buffers[ids["scratch"]]
+        buffers[old.id] = BufferDecl(old.id, scratch_size, old.kind, old.name)
     copies = []
     for spec, (user, v) in zip(outputs, g.outputs):
         bid, off = where(v)

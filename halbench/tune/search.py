@@ -2,7 +2,8 @@
 
 For each problem: the rule's configuration first (what compile uses without tuning), then a
 coordinate search: workgroup tiles and thread tiles (stage 1), then, around the best of those,
-the K depth of a step, the thread ownership and the split-K slices (stage 2). Every candidate is
+the split-K slices, the K depth of a step and the thread ownership (stage 2); a low-wave GEMM
+with room for deeper splits than the rule takes (tuning.split_k_room) tries those first (stage 0). Every candidate is
 compiled as a one-dispatch bundle from a one-op IR graph (no front end), run through the HAL,
 checked against the NumPy reference (a wrong result is discarded) and timed with device
 timestamps (median of ``samples`` runs after ``warmup``). Compiles run in a thread pool (glslang
@@ -27,7 +28,7 @@ from halbench.compiler.codegen.tuning import GemmConfig, Tuning, tuning_for
 from halbench.errors import HalbenchError, UserError
 from halbench.tune.problems import build_graph, gemm_dims, reference
 
-__all__ = ["Measured", "ProblemResult", "TuneRun", "candidates", "measure_bundle", "tune"]
+__all__ = ["Measured", "ProblemResult", "TuneRun", "candidates", "measure_bundle", "split_counts", "tune"]
 
 #: Relative error (max |out - ref| / max |ref|) above which a candidate's result is wrong: f32
 #: sums in another order differ by ~1e-6; a kernel that skips or repeats a tile is off by O(1).
@@ -105,12 +106,15 @@ def _waste(bm: int, bn: int, m: int, n: int) -> float:
 
 def candidates(t: Tuning, base: GemmConfig, max_split: int, stage: int,
                mn: tuple[int, int] | None = None) -> list[GemmConfig]:
-    """Stage 1: tile shapes at the base's depth, ownership and split (with ``mn``, the GEMM's M
-    and N: only tiles that waste little more than the least wasteful one); stage 2: around
-    ``base``, other depths (BK), the other ownership, other split-K slice counts. Only
-    configurations the target can run (``GemmConfig.problem``)."""
+    """Stage 0: the base with other split-K slice counts only (up to ``max_split``, what the
+    schedule reserved); stage 1: tile shapes at the base's depth, ownership and split (with
+    ``mn``, the GEMM's M and N: only tiles that waste little more than the least wasteful one);
+    stage 2: around ``base``, other slice counts first, then other depths (BK) and the other
+    ownership. Only configurations the target can run (``GemmConfig.problem``)."""
     out: list[GemmConfig] = []
-    if stage == 1:
+    if stage == 0:
+        out = [GemmConfig(base.bm, base.bn, base.bk, base.tm, base.tn, s, base.runs) for s in split_counts(max_split)]
+    elif stage == 1:
         tiles = list(TILES)
         if mn is not None:
             least = min(_waste(bm, bn, *mn) for bm, bn, _, _ in tiles)
@@ -118,15 +122,21 @@ def candidates(t: Tuning, base: GemmConfig, max_split: int, stage: int,
         for bm, bn, tm, tn in tiles:
             out.append(GemmConfig(bm, bn, 16 if bm * bn < 128 * 128 else 8, tm, tn, base.split, base.runs))
     else:
+        for s in split_counts(max_split):
+            out.append(GemmConfig(base.bm, base.bn, base.bk, base.tm, base.tn, s, base.runs))
         for bk in (8, 16, 32):
             out.append(GemmConfig(base.bm, base.bn, bk, base.tm, base.tn, base.split, base.runs))
         if base.tm % 4 == 0 or base.tn % 4 == 0:
             out.append(GemmConfig(base.bm, base.bn, base.bk, base.tm, base.tn, base.split, not base.runs))
-        for s in sorted({1, max_split, max(max_split // 2, 1)}):
-            out.append(GemmConfig(base.bm, base.bn, base.bk, base.tm, base.tn, s, base.runs))
     seen: set[GemmConfig] = set()
     return [c for c in out if c != base and not (c in seen or seen.add(c))  # type: ignore[func-returns-value]
             and c.problem(t, max_split) is None]
+
+
+def split_counts(max_split: int) -> list[int]:
+    """The split-K slice counts stage 2 tries: unsplit, the most reserved, half of it, and for a
+    deep reservation (tuning.split_k_room) the counts between: 2, 3, 4, 6, 8, 12."""
+    return sorted({1, max_split, max(max_split // 2, 1), *(s for s in (2, 3, 4, 6, 8, 12) if s < max_split)})
 
 
 def _compile(problem: GemmProblemDoc, key: str, api: str, target: str, uri: str | None,
@@ -285,10 +295,12 @@ def _target(api: str, target: str | None, uri: str) -> tuple[str, Any]:
 def tune(problems: dict[str, GemmProblemDoc], device_uri: str, *, target: str | None = None,
          budget_s: float = 60.0, samples: int = 10, warmup: int = 3, max_candidates: int = 24,
          jobs: int = 8, warmup_s: float = 0.2, log: Callable[[str], None] | None = None,
-         on_problem: Callable[[TuneRun], None] | None = None) -> TuneRun:
+         on_problem: Callable[[TuneRun], None] | None = None, cache: str | None = None) -> TuneRun:
     """Tune every problem on ``device_uri`` within about ``budget_s`` seconds in all (the rule's
     configuration of each is always measured). ``on_problem`` gets the run so far after each
-    problem (the CLI saves it, so a run cut short keeps what it measured)."""
+    problem (the CLI saves it, so a run cut short keeps what it measured). ``cache``: a tuning
+    cache (directory or file) whose configuration for a problem, where it has one, is measured
+    right after the rule and searched around: re-tuning starts from what was found before."""
     from halbench.compiler.backends import backend_for_driver
     from halbench.compiler.codegen.kernels import gemm_split
     from halbench.drivers import create_device, select_device
@@ -300,6 +312,7 @@ def tune(problems: dict[str, GemmProblemDoc], device_uri: str, *, target: str | 
                         f"cuda://, hip:// or webgpu:// device")
     spec, tgt = _target(api, target, info.uri)
     t = tuning_for(tgt, api)
+    seeds = _cached_configs(api, tgt.name, cache)
     say = log or (lambda s: None)
     start = time.perf_counter()
     results: list[ProblemResult] = []
@@ -322,10 +335,17 @@ def tune(problems: dict[str, GemmProblemDoc], device_uri: str, *, target: str | 
                 _, m, n, _ = gemm_dims(p)
                 pr = _Problem(key, p, i, start + budget_s * (i + 1) / len(problems), inputs,
                               reference(p, *inputs).astype(np.float64),
-                              sp.slices if sp is not None and api != "webgpu" else 1, (m, n))
+                              sp.room if sp is not None and api != "webgpu" else 1, (m, n))
                 rule = session.run(pr, [None])[0]
                 res = ProblemResult(key, p, rule)
-                for stage in (1, 2):
+                seed = seeds.get(key)
+                if seed is not None and seed != rule.config and seed.problem(t, pr.max_split) is None:
+                    res.tried += session.run(pr, [seed])
+                # A GEMM the schedule reserved deeper splits for than the rule takes (a low-wave
+                # one, tuning.split_k_room) tries those first, at the rule's tiles: they are what
+                # fills the machine, and a short budget must not end before them.
+                deeper = sp is not None and pr.max_split > sp.slices
+                for stage in ((0, 1, 2) if deeper else (1, 2)):
                     left = max_candidates - len(res.tried)
                     if left <= 0 or time.perf_counter() >= pr.deadline:
                         break
@@ -341,6 +361,18 @@ def tune(problems: dict[str, GemmProblemDoc], device_uri: str, *, target: str | 
                 say(f"{i + 1}/{len(problems)} {key}: rule {_ms(rule.time_ns)}, best {_ms(best and best.time_ns)} "
                     f"({best.config.label() if best else '-'}), {len(res.tried)} tried")
     return TuneRun(api, tgt.name, info.uri, results)
+
+
+def _cached_configs(api: str, target: str, where: str | None) -> dict[str, GemmConfig]:
+    """The configurations a tuning cache at ``where`` holds for ``api`` / ``target`` (none when
+    ``where`` is None or names no file yet)."""
+    from halbench.compiler.tuning_cache import cache_file, read_cache
+
+    path = cache_file(api, target, where) if where is not None else None
+    if path is None or not path.exists():
+        return {}
+    doc = read_cache(path)
+    return {k: GemmConfig(**e.config.model_dump()) for k, e in doc.entries.items()}
 
 
 def _ms(ns: float | None) -> str:

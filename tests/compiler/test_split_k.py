@@ -5,6 +5,9 @@ Checked on lavapipe (the real Vulkan driver) against onnxruntime: the result is 
 on every run (the per-tile counters go back to zero, the order of the sum is fixed), and the
 bundle reserves the scratch range the kernels use. WebGPU has no device-scope fence, so its
 variant runs unsplit over the same schedule. CUDA's source is compiled by NVRTC.
+
+A low-wave GEMM reserves scratch for more slices than the rule picks (tuning.split_k_room): a
+tuned configuration may split it deeper, while without one it compiles and computes as before.
 """
 
 from __future__ import annotations
@@ -17,8 +20,10 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from halbench.bundle import read_bundle
+from halbench.compiler.codegen import tuning
 from halbench.compiler.codegen.kernels import gemm_split
-from halbench.compiler.codegen.tuning import split_k
+from halbench.compiler.codegen.tuning import GemmConfig, split_k, split_k_room
+from tests.compiler import codegen_cases as cc
 from tests.compiler.helpers import device_or_skip, onnx_reference
 
 RNG = np.random.default_rng(7)
@@ -52,12 +57,40 @@ def _conv(tmp: Path) -> Path:
     return _model(tmp, "conv_7x7", nodes, [1, 256, 7, 7], {"w": w, "b": b})
 
 
-def _compile(path: Path, *apis: str) -> Path:
+def _compile(path: Path, *apis: str, configs=None, out: Path | None = None) -> Path:
+    """``configs``: {api: GemmConfig} forced for the model's one GEMM (what a tuning cache gives)."""
     from halbench.compiler.compile import CompileOptions, compile_model
 
-    out = path.with_suffix(".hbx")
-    compile_model(path, CompileOptions(target_devices=apis)).write(out)
+    out = out or path.with_suffix(".hbx")
+    forced = {}
+    if configs:
+        key = _gemm_key(path)
+        forced = {(api, key): cfg for api, cfg in configs.items()}
+    compile_model(path, CompileOptions(target_devices=apis, tuning_cache="off", gemm_configs=forced)).write(out)
     return out
+
+
+def _gemm_key(path: Path) -> str:
+    """The tuning-cache key of the model's GEMM, as the compiler records it."""
+    from halbench.compiler.compile import CompileOptions, compile_model
+
+    cm = compile_model(path, CompileOptions(target_devices=("vulkan",), tuning_cache="off"))
+    return next(v.gemm["key"] for e in cm.manifest.executables for v in e.variants if v.gemm)
+
+
+def _gemm(bundle: Path) -> tuple[dict, tuple[int, int, int]]:
+    """The scalar GEMM record and workgroups of the bundle's first GEMM variant."""
+    man = read_bundle(bundle).manifest
+    v = next(v for e in man.executables for v in e.variants if v.gemm)
+    return dict(v.gemm), tuple(v.workgroups)
+
+
+def _invoke(bundle: Path, uri: str, feeds: dict, times: int = 1) -> list[np.ndarray]:
+    import halbench
+    from halbench.runtime.module import Module
+
+    with halbench.create_device(uri) as dev, Module.load(bundle, dev) as mod:
+        return [mod.invoke(None, feeds)[0] for _ in range(times)]
 
 
 def test_split_rule_keeps_big_and_shallow_gemms_whole() -> None:
@@ -137,3 +170,126 @@ def test_cuda_source_of_a_split_gemm_compiles_with_nvrtc(tmp_path: Path) -> None
     variants = cm.manifest.executables[0].variants
     assert {v.format for v in variants} == {"cuda-cubin-v1", "cuda-ptx-v1"}
     assert all(v.workgroups[2] == 6 for v in variants)
+
+
+# -- room for deeper tuned splits ----------------------------------------------------------------
+
+def test_room_reserves_deeper_splits_only_for_low_wave_gemms() -> None:
+    # ResNet-50 b8: the 256 -> 256 3x3 convolutions at 14x14 (unsplit by the rule), the 512 -> 512
+    # ones at 7x7 (2 slices by the rule) may be split deeper; the rule's choice stays.
+    assert split_k(256, 1568, 2304) == (1, 2304) and split_k_room(256, 1568, 2304) == 10
+    assert split_k(512, 392, 4608)[0] == 2 and split_k_room(512, 392, 4608) == 16
+    assert split_k_room(128, 128, 64) == 1  # too shallow to split at all: no scratch
+    assert split_k_room(1024, 1568, 512) == 1  # a few waves of tiles already: no scratch
+    for m, n, k, b in [(37, 45, 700, 1), (128, 384, 1536, 1), (512, 49, 4608, 1), (64, 3136, 576, 1),
+                       (256, 1568, 1024, 1), (128, 6272, 1152, 1), (64, 64, 4096, 12), (2048, 392, 1024, 1)]:
+        rule, room = split_k(m, n, k, b)[0], split_k_room(m, n, k, b)
+        assert rule <= room <= tuning.SPLIT_K_MAX and (room == 1 or k // room >= tuning.SPLIT_K_DEPTH)
+        assert 4 * room * b * m * n <= min(tuning.SPLIT_K_BYTES, 16 << 20)
+
+
+def test_a_tuned_deeper_split_matches_onnxruntime_on_lavapipe(tmp_path: Path) -> None:
+    """256 x 512 outputs, K = 1024: the rule takes 2 slices and the schedule reserves 8; a tuned
+    6-slice configuration is compiled as given, every run gives the same right result, and one
+    of 16 slices (beyond the reservation) falls back to the rule."""
+    uri = device_or_skip("vulkan://")
+    path = _linear(tmp_path, 256, 1024, 512)
+    assert (split_k(256, 512, 1024)[0], split_k_room(256, 512, 1024)) == (2, 8)
+    deep = GemmConfig(32, 32, 16, 4, 2, 6, False)  # 128 threads: the default Vulkan target's limit
+    bundle = _compile(path, "vulkan", configs={"vulkan": deep})
+    gemm, groups = _gemm(bundle)
+    assert gemm["source"] == "tuned" and gemm["config"] == deep.to_dict()
+    assert groups[2] == 6  # z = slices
+    man = read_bundle(bundle).manifest
+    scratch = next(b for b in man.buffers if b.kind == "scratch")
+    assert scratch.nbytes >= 4 * 8 * 256 * 512  # the room, not the 2 slices of the rule
+    feeds = {"x": RNG.standard_normal((256, 1024)).astype(np.float32)}
+    ref = onnx_reference(path, feeds)[0]
+    outs = _invoke(bundle, uri, feeds, times=3)
+    np.testing.assert_allclose(outs[0], ref, rtol=1e-4, atol=1e-4 * float(np.abs(ref).max()))
+    for o in outs[1:]:  # counters back at zero, the six partials added in slice order
+        np.testing.assert_array_equal(o, outs[0])
+    too_deep = _compile(path, "vulkan", configs={"vulkan": GemmConfig(32, 32, 16, 4, 2, 16, False)},
+                        out=tmp_path / "too_deep.hbx")
+    gemm, groups = _gemm(too_deep)
+    assert gemm["source"] == "rule" and gemm["config"]["split"] == 2 and groups[2] == 2
+
+
+def test_without_a_tuning_entry_a_room_only_gemm_runs_as_before(tmp_path: Path, monkeypatch) -> None:
+    """512 x 512 outputs, K = 256: the rule does not split it, the schedule reserves 2 slices.
+    Without a tuning entry it compiles to the rule's unsplit kernel, and its output is
+    byte-identical to the bundle compiled without the reservation (today's compile)."""
+    uri = device_or_skip("vulkan://")
+    path = _linear(tmp_path, 512, 256, 512)
+    assert split_k(512, 512, 256)[0] == 1 and split_k_room(512, 512, 256) == 2
+    bundle = _compile(path, "vulkan")
+    gemm, groups = _gemm(bundle)
+    assert gemm["source"] == "rule" and gemm["config"]["split"] == 1 and groups[2] == 1
+    assert any(b.kind == "scratch" for b in read_bundle(bundle).manifest.buffers)
+    monkeypatch.setattr(tuning, "SPLIT_K_ROOM_BELOW", 0)  # no room: the schedule as it was
+    before = _compile(path, "vulkan", out=tmp_path / "before.hbx")
+    assert not any(b.kind == "scratch" for b in read_bundle(before).manifest.buffers)
+    assert _gemm(before) == (gemm, groups)
+    feeds = {"x": RNG.standard_normal((512, 256)).astype(np.float32)}
+    out, old = _invoke(bundle, uri, feeds)[0], _invoke(before, uri, feeds)[0]
+    assert out.tobytes() == old.tobytes()
+    ref = onnx_reference(path, feeds)[0]
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4 * float(np.abs(ref).max()))
+
+
+def test_room_leaves_the_precision_paths_and_unsplit_bindings_alone() -> None:
+    """ResNet-50 b8's 256 -> 256 3x3 convolution at 14x14 now has scratch (the room) but the rule
+    does not split it: under --precision tf32 / f16 it stays on the (unsplit) mma.sync GEMM, in
+    fp32 on the rule's unsplit scalar GEMM; a GEMM too shallow to split takes no scratch binding."""
+    from halbench.compiler.codegen.cuda import cuda_source
+
+    for precision in ("tf32", "f16", "fp32"):
+        g, d = cc.conv("nchw", 8, 256, 14, 14, 256, (3, 3), 1, 1, (1, 1, 1, 1))
+        d.attrs["root"].attrs["precision"] = precision
+        sp = gemm_split(d, g)
+        assert sp is not None and sp.slices == 1 and sp.room == 10
+        plan, _ = cuda_source(d, g, "h100")
+        if precision == "fp32":
+            assert plan.template == "gemm.j2" and plan.ctx["SPLIT"] == 1 and plan.gemm["source"] == "rule"
+        else:
+            assert plan.template == "gemm_mma_sync.j2", precision
+    g, d = cc.matmul(128, 128, 64)
+    assert gemm_split(d, g) is None
+    plan, _ = cuda_source(d, g, "h100")
+    assert not plan.scratch
+
+
+def test_split_dispatches_share_scratch_across_barriers(tmp_path: Path) -> None:
+    """Two split GEMMs, the second reading the first: a barrier lies between them, so they use
+    the same scratch memory (the buffer is as large as the larger), and the chain still matches
+    onnxruntime."""
+    uri = device_or_skip("vulkan://")
+    w1 = (RNG.standard_normal((700, 300)) / np.sqrt(700)).astype(np.float32)
+    w2 = (RNG.standard_normal((300, 45)) / np.sqrt(300)).astype(np.float32)
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"]), helper.make_node("MatMul", ["h", "w2"], ["y"])]
+    path = _model(tmp_path, "chain", nodes, [37, 700], {"w1": w1, "w2": w2})
+    bundle = _compile(path, "vulkan")
+    man = read_bundle(bundle).manifest
+    scratch = next(b for b in man.buffers if b.kind == "scratch")
+    ranges = [r for st in man.functions[0].dispatches for r in st.bindings if r.buffer == scratch.id]
+    assert len(ranges) == 2 and ranges[0].offset == ranges[1].offset == 0
+    assert scratch.nbytes < sum(r.length for r in ranges) and scratch.nbytes >= max(r.length for r in ranges)
+    feeds = {"x": RNG.standard_normal((37, 700)).astype(np.float32)}
+    ref = onnx_reference(path, feeds)[0]
+    outs = _invoke(bundle, uri, feeds, times=2)
+    np.testing.assert_allclose(outs[0], ref, rtol=1e-4, atol=1e-4 * float(np.abs(ref).max()))
+    np.testing.assert_array_equal(outs[1], outs[0])
+
+
+def test_cuda_source_of_a_tuned_deeper_split_compiles_with_nvrtc(tmp_path: Path) -> None:
+    pytest.importorskip("cuda.bindings.nvrtc")
+    from halbench.compiler.compile import CompileOptions, compile_model
+
+    path = _linear(tmp_path, 256, 1024, 512)
+    deep = GemmConfig(64, 32, 16, 4, 2, 8, False)
+    cm = compile_model(path, CompileOptions(target_devices=("cuda",), targets={"cuda": "h100"}, tuning_cache="off",
+                                            gemm_configs={("cuda", _gemm_key(path)): deep}))
+    variants = cm.manifest.executables[0].variants
+    assert {v.format for v in variants} == {"cuda-cubin-v1", "cuda-ptx-v1"}
+    assert all(v.workgroups[2] == 8 and v.gemm["source"] == "tuned" and v.gemm["config"]["split"] == 8
+               for v in variants)

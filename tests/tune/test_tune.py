@@ -22,7 +22,7 @@ from halbench.compiler.compile import CompileOptions
 from halbench.compiler.tuning_cache import read_cache
 from halbench.tune import candidates, load_problems, measure_bundle
 from halbench.tune.problems import build_graph, reference
-from halbench.tune.search import _compile
+from halbench.tune.search import _cached_configs, _compile, split_counts
 from tests.compiler.helpers import device_or_skip, onnx_reference, rel_err, run_local
 
 RNG = np.random.default_rng(3)
@@ -78,6 +78,9 @@ def test_tune_writes_the_cache_and_compile_uses_it(mlp: Path, tmp_path: Path) ->
     assert len(files) == 1 and files[0] == Path(report["cache"])
     doc = read_cache(files[0])  # the schema holds
     assert doc.api == "vulkan" and doc.target == report["target"] and set(doc.entries) == keys
+    # Re-tuning into the same cache starts from what it holds: those configurations come back.
+    seeds = _cached_configs("vulkan", doc.target, str(cache))
+    assert {k: c.to_dict() for k, c in seeds.items()} == {k: e.config.model_dump() for k, e in doc.entries.items()}
     # Compiling again takes the cached configurations, says so per variant, and still computes
     # what onnxruntime computes.
     tuned = tmp_path / "tuned.hbx"
@@ -158,6 +161,45 @@ def test_candidates_fit_the_target() -> None:
         assert cands and base not in cands
         assert all(c.problem(t, 2) is None for c in cands)
     assert {c.split for c in candidates(t, base, 4, 2)} >= {1, 4}
+
+
+def test_stage_two_tries_the_deeper_splits_the_schedule_reserves_first() -> None:
+    """A low-wave GEMM's reservation (split_k_room) reaches the tuner: ResNet-50 b8's 256 -> 256
+    3x3 convolution at 14x14 (unsplit by the rule, room for 10 slices) gets stage-2 candidates of
+    2 to 10 slices, ahead of the other depths and ownership."""
+    from halbench.compiler.codegen.kernels import gemm_split
+
+    p = GemmProblemDoc(kind="conv2d", dtype="f32", a=[8, 256, 14, 14], b=[256, 256, 3, 3], out=[8, 256, 14, 14],
+                       attrs={"layout": "nchw", "strides": [1, 1], "dilations": [1, 1], "pads": [1, 1, 1, 1],
+                              "pad_value": 0.0})
+    g = build_graph(p)
+    sp = gemm_split(g.ops[0], g)
+    assert sp is not None and (sp.slices, sp.room) == (1, 10)
+    t = tuning_for("h100", "cuda")
+    base = GemmConfig(32, 32, 16, 2, 2)
+    cands = candidates(t, base, sp.room, 2)
+    assert [c.split for c in cands[:7]] == [2, 3, 4, 5, 6, 8, 10]
+    assert split_counts(1) == [1] and split_counts(2) == [1, 2] and split_counts(16)[-1] == 16
+
+
+def test_a_tuned_deeper_split_is_compiled_and_measured_right(tmp_path: Path) -> None:
+    """A configuration splitting deeper than the rule (6 slices where the rule takes 2, the
+    schedule reserved 8) is compiled as given and passes the tuner's output check on lavapipe."""
+    import halbench
+
+    p = GemmProblemDoc(kind="matmul", dtype="f32", a=[256, 1024], b=[1024, 512], out=[256, 512],
+                       attrs={"transpose_a": False, "transpose_b": False})
+    key = problem_key(p.model_dump())
+    cfg = GemmConfig(32, 32, 16, 4, 2, 6, False)
+    path, gemm, err = _compile(p, key, "vulkan", "llvmpipe", None, cfg, "descriptors", tmp_path / "c.hbx")
+    assert err is None and gemm["source"] == "tuned" and gemm["config"]["split"] == 6
+    assert read_bundle(path).manifest.executables[0].variants[0].workgroups[2] == 6
+    uri = device_or_skip("vulkan://")
+    a = RNG.uniform(-1, 1, (256, 1024)).astype(np.float32)
+    b = RNG.uniform(-1, 1, (1024, 512)).astype(np.float32)
+    with halbench.create_device(uri) as dev:
+        ns, err = measure_bundle(dev, path, [a, b], reference(p, a, b).astype(np.float64), samples=1, warmup=0)
+    assert err is None and ns > 0
 
 
 def _cache_doc(cfg: dict) -> dict:

@@ -42,6 +42,7 @@ from halbench.compiler.codegen.tuning import (
     problem_key,
     reduction_plan,
     split_k,
+    split_k_room,
 )
 from halbench.compiler.ir import Graph, Op
 from halbench.errors import CompileError
@@ -794,10 +795,10 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
         if mma_sync_ok(t):
             wins = True
             st = mma_sync_tiles(t, precision, m, n, k, batch)
-            whole = gemm_split(c.d, c.g) is None or (st is not None and mma_sync_takes_split(t, st, m, n, k, batch))
+            whole = not _rule_splits(c) or (st is not None and mma_sync_takes_split(t, st, m, n, k, batch))
         else:
             wins = op.kind in ("matmul", "batch_matmul") or precision in ("f16", "bf16")
-            whole = gemm_split(c.d, c.g) is None
+            whole = not _rule_splits(c)
         frag = mma_fragment(t, precision) if c.dtype(ib) == in_dt and wins and whole else None
     else:
         frag = mma_fragment(t, in_dt) if c.dtype(ib) == in_dt else None
@@ -936,6 +937,13 @@ def _plan_mma_sync(L: Lang, tiles: MmaTiles, kind: str, rounded: bool, problem: 
     return p
 
 
+def _rule_splits(c: _Ctx) -> bool:
+    """Whether the split-K rule (tuning.split_k) splits the GEMM of ``c``: what decides the
+    matrix-unit paths under --precision, whatever scratch the schedule reserved beyond it."""
+    sp = gemm_split(c.d, c.g)
+    return sp is not None and sp.slices > 1
+
+
 def _slices(k: int, split: int) -> tuple[int, int]:
     """(slices, depth) for ``split`` K slices of whole 16-deep steps (no slice left empty)."""
     per = -(-k // split)
@@ -961,12 +969,12 @@ def gemm_config(c: _Ctx, t: Tuning, m: int, n: int, k: int, batch: int,
                 sp: GemmSplit | None) -> tuple[GemmConfig, str, str]:
     """(configuration, "tuned" or "rule", problem key) of the scalar GEMM of ``c``: the target's
     measured one for this problem when it has one that fits, else the rule's."""
-    max_split = sp.slices if sp is not None and c.L.scratch_ok else 1
+    ok = sp is not None and c.L.scratch_ok
     key = problem_key(config_problem(c.d.root, c.g.types))
     tuned = dict(t.gemm_configs).get(key)
-    if tuned is not None and tuned.problem(t, max_split) is None:
+    if tuned is not None and tuned.problem(t, sp.room if ok else 1) is None:  # type: ignore[union-attr]
         return tuned, "tuned", key
-    return rule_config(t, c.L.name, m, n, k, batch, max_split), "rule", key
+    return rule_config(t, c.L.name, m, n, k, batch, sp.slices if ok else 1), "rule", key  # type: ignore[union-attr]
 
 
 def round_expr(lang: Lang, precision: str) -> str:
@@ -1000,9 +1008,11 @@ def plan_dispatch(d: Any, g: Graph, t: Tuning, lang: Lang) -> Plan:
 
 @dataclass(frozen=True)
 class GemmSplit:
-    """A split-K GEMM's slices and its scratch binding: ``counters`` uint32 words (one per output
-    tile of the finest tiling, zero before and after every run) then ``slices x batch x M x N``
-    f32 partial sums."""
+    """A split-K GEMM's scratch binding and the rule's slices: ``counters`` uint32 words (one per
+    output tile of the finest tiling, zero before and after every run) then ``room x batch x M x
+    N`` f32 partial sums. ``slices`` / ``depth``: what the rule picks (tuning.split_k; 1 / K: it
+    runs unsplit unless a tuned configuration splits it); ``room``: the most slices any variant
+    may use (tuning.split_k_room, at least ``slices``)."""
 
     slices: int
     depth: int
@@ -1011,10 +1021,11 @@ class GemmSplit:
     batch: int
     m: int
     n: int
+    room: int = 0
 
     @property
     def nbytes(self) -> int:
-        return 4 * (self.counters + self.slices * self.batch * self.m * self.n)
+        return 4 * (self.counters + max(self.room, self.slices) * self.batch * self.m * self.n)
 
 
 def _gemm_dims(op: Op, g: Graph) -> tuple[int, int, int, int]:
@@ -1037,7 +1048,8 @@ def _gemm_dims(op: Op, g: Graph) -> tuple[int, int, int, int]:
 
 
 def gemm_split(d: Any, g: Graph) -> GemmSplit | None:
-    """How dispatch ``d`` splits its f32 GEMM along K on GPUs (tuning.split_k), or None.
+    """How dispatch ``d`` may split its f32 GEMM along K on GPUs (tuning.split_k for the rule's
+    slices, tuning.split_k_room for the reservation), or None where no split is possible.
 
     A function of the dispatch alone, so that the schedule reserves one scratch range that every
     GPU variant of it may use (a variant may also run unsplit and leave the binding alone)."""
@@ -1048,10 +1060,11 @@ def gemm_split(d: Any, g: Graph) -> GemmSplit | None:
         return None
     batch, m, n, k = _gemm_dims(op, g)
     slices, depth = split_k(m, n, k, batch)
-    if slices < 2:
+    room = split_k_room(m, n, k, batch)
+    if room < 2:
         return None
     counters = -(-batch * -(-m // 8) * -(-n // 8) // 64) * 64  # 8x8: the finest tiling; 256-B aligned
-    return GemmSplit(slices, depth, counters, batch, m, n)
+    return GemmSplit(slices, depth, counters, batch, m, n, room)
 
 
 def _plan_kind(d: Any, g: Graph, t: Tuning, lang: Lang) -> Plan:
