@@ -337,6 +337,135 @@ micro(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, uint 
 }"""
 
 
+# Warp-specialized wgmma GEMM (mma 4): one producer warpgroup and NCW = 2 consumer warpgroups
+# (384 threads). The producer fills STAGES shared-memory stages with cp.async (the same swizzled
+# layout as above) and, LAG = STAGES - 2 tiles behind its issue, waits for its own copies, fences
+# them into the async proxy and arrives on the stage's "full" mbarrier; it waits on the stage's
+# "empty" mbarrier before refilling it. The consumers never meet at a __syncthreads: each waits
+# for "full", issues its wgmmas (rows WM = BM / 2 of the tile as WM / 64 slabs of m64nBNk16,
+# BN / 2 f32 accumulators per slab), keeps one wgmma group in flight and releases the previous
+# stage on "empty" once that group retired. No setmaxnreg: the consumers' 128 accumulators fit the
+# 168 registers a 384-thread workgroup gets (ptxas: 158, no spills), while a producer squeezed to
+# 56 or fewer spills its cp.async addresses. Shapes not multiples of the tile write nothing.
+_GEMM_WS = r"""
+#define THREADS 128
+#define NCW 2
+#define WM (BM / NCW)
+#define MI (WM / 64)
+#define NACC (BN / 2)
+#define LAG (STAGES - 2)
+GEMM_COMMON
+__device__ __forceinline__ unsigned long long wg_desc(const void* p) {
+  unsigned long long a = smem_addr(p);
+  return ((a & 0x3FFFFull) >> 4) | (1ull << 16) | ((512ull >> 4) << 32) | (2ull << 62);
+}
+__device__ __forceinline__ void wgmma(float* d, unsigned long long da, unsigned long long db, uint acc) {
+  WGMMA_ASM
+}
+__device__ __forceinline__ void fence_acc(float* d) {
+  #pragma unroll
+  for (int i = 0; i < NACC; i++) asm volatile("" : "+f"(d[i]) :: "memory");
+}
+__device__ __forceinline__ void mbar_init(unsigned long long* b, uint count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(smem_addr(b)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(unsigned long long* b) {
+  asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" :: "r"(smem_addr(b)) : "memory");
+}
+// spins until the phase of parity `parity` of the barrier completed (acquire)
+__device__ __forceinline__ void mbar_wait(unsigned long long* b, uint parity) {
+  asm volatile("{\n.reg .pred done;\nLAB_WAIT:\n"
+               "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+               "@!done bra LAB_WAIT;\n}\n" :: "r"(smem_addr(b)), "r"(parity) : "memory");
+}
+
+extern "C" __global__ void __launch_bounds__(128 * (NCW + 1), 1)
+micro(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, uint M, uint N, uint K) {
+  extern __shared__ __align__(1024) unsigned char hb_smem[];  // STAGES * STAGE_ELEMS elements
+  __shared__ __align__(8) unsigned long long full[STAGES], empty[STAGES];
+  T* const smem = (T*)hb_smem;
+  if (M % BM || N % BN || K % BK || K == 0) return;
+  uint tiles_m = M / BM, tiles_n = N / BN, pid = blockIdx.x;
+  if (pid >= tiles_m * tiles_n) return;
+  uint width = 8u * tiles_n, first = pid / width * 8u, gsz = min(tiles_m - first, 8u);
+  uint tm = first + (pid % width) % gsz, tn = (pid % width) / gsz;
+  const T* ag = A + (size_t)tm * BM * K;
+  const T* bg = B + (size_t)tn * BN * K;
+  uint tid = threadIdx.x, wg = tid >> 7;
+  if (tid == 0) {
+    #pragma unroll
+    for (uint s = 0; s < STAGES; s++) { mbar_init(&full[s], 128u); mbar_init(&empty[s], NCW * 4u); }
+  }
+  __syncthreads();
+  uint KT = K / BK;
+  if (wg == 0) {  // producer
+    for (uint kt = 0; kt < KT; kt++) {
+      uint s = kt % STAGES;
+      if (kt >= STAGES) mbar_wait(&empty[s], (kt / STAGES - 1u) & 1u);  // consumers left tile kt - STAGES
+      load_tile(smem + s * STAGE_ELEMS, ag, bg, K, kt * BK, tid);
+      cp_commit();
+#if WGMMA == 3  // the barrier counts this thread's arrival once its copies so far have landed
+      asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" :: "r"(smem_addr(&full[s])) : "memory");
+#else
+      if (kt >= LAG) {
+        cp_wait<LAG>();  // this thread's copies of tile kt - LAG landed
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        mbar_arrive(&full[(kt - LAG) % STAGES]);
+      }
+#endif
+    }
+    cp_wait<0>();
+#if WGMMA != 3
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    for (uint j = KT > LAG ? KT - LAG : 0u; j < KT; j++) mbar_arrive(&full[j % STAGES]);
+#endif
+    return;
+  }
+  uint cw = wg - 1u, lane = tid & 31u, wq = (tid >> 5) & 3u;
+  float d[MI][NACC];  // the first wgmma of each slab ignores it (scale-d 0)
+  for (uint kt = 0; kt < KT; kt++) {
+    uint s = kt % STAGES;
+    mbar_wait(&full[s], (kt / STAGES) & 1u);
+#if WGMMA == 3  // the producer's cp.async writes, seen through the barrier -> wgmma's async proxy
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+    const T* sa = smem + s * STAGE_ELEMS + cw * WM * 32u;
+    const T* sb = smem + s * STAGE_ELEMS + BM * BK;
+    #pragma unroll
+    for (uint mi = 0; mi < MI; mi++) fence_acc(d[mi]);
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+    #pragma unroll
+    for (uint kk = 0; kk < BK / 16; kk++)
+      #pragma unroll
+      for (uint mi = 0; mi < MI; mi++)
+        wgmma(d[mi], wg_desc(sa + (kk >> 1) * (BM * 32u) + mi * 64u * 32u + (kk & 1u) * 16u),
+              wg_desc(sb + (kk >> 1) * (BN * 32u) + (kk & 1u) * 16u), kt | kk);
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+    #pragma unroll
+    for (uint mi = 0; mi < MI; mi++) fence_acc(d[mi]);
+    asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");  // tile kt - 1's group retired
+    #pragma unroll
+    for (uint mi = 0; mi < MI; mi++) fence_acc(d[mi]);
+    __syncwarp();
+    if (kt > 0 && lane == 0) mbar_arrive(&empty[(kt - 1u) % STAGES]);
+  }
+  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+  #pragma unroll
+  for (uint mi = 0; mi < MI; mi++) fence_acc(d[mi]);
+  uint g = lane >> 2, q = lane & 3u;
+  #pragma unroll
+  for (uint mi = 0; mi < MI; mi++) {
+    size_t row = (size_t)tm * BM + cw * WM + mi * 64u + wq * 16u + g;
+    #pragma unroll
+    for (uint j = 0; j < BN / 8; j++) {
+      size_t col = (size_t)tn * BN + j * 8u + q * 2u;
+      *(T2*)(C + row * N + col) = PACK2(d[mi][4 * j], d[mi][4 * j + 1]);
+      *(T2*)(C + (row + 8) * N + col) = PACK2(d[mi][4 * j + 2], d[mi][4 * j + 3]);
+    }
+  }
+}"""
+
+
 def _wgmma_asm(bn: int, mma_type: str) -> str:
     """The inline PTX of one wgmma.mma_async.m64n{bn}k16 with bn / 2 f32 accumulators."""
     n = bn // 2
@@ -348,10 +477,12 @@ def _wgmma_asm(bn: int, mma_type: str) -> str:
             f'    : {outs}\n    : "l"(da), "l"(db), "r"(acc) : "memory");')
 
 
-def gemm_wgmma_source(kernel: str, bn: int) -> str:
-    """The wgmma GEMM (sm_90a) for ``gemm_f16`` / ``gemm_bf16`` with N tile ``bn``."""
+def gemm_wgmma_source(kernel: str, bn: int, specialized: bool = False) -> str:
+    """The wgmma GEMM (sm_90a) for ``gemm_f16`` / ``gemm_bf16`` with N tile ``bn``; ``specialized``:
+    the warp-specialized mbarrier pipeline (a producer warpgroup, two consumer warpgroups)."""
     mma_type = "bf16" if kernel == "gemm_bf16" else "f16"
-    return _GEMM_TYPES[kernel] + _GEMM_WGMMA.replace("GEMM_COMMON", _GEMM_COMMON).replace(
+    body = _GEMM_WS if specialized else _GEMM_WGMMA
+    return _GEMM_TYPES[kernel] + body.replace("GEMM_COMMON", _GEMM_COMMON).replace(
         "WGMMA_ASM", _wgmma_asm(bn, mma_type))
 
 
@@ -365,6 +496,9 @@ OPTIONS: dict[str, dict[str, int]] = {
 
 #: (BM, BN) tiles the wgmma kernel takes (the stages are bounded by shared memory alone)
 WGMMA_TILES = ((128, 128), (64, 256), (128, 256), (64, 128), (192, 128), (256, 128))
+
+#: (BM, BN) tiles the warp-specialized wgmma kernel takes (two consumer warpgroups of BM / 2 rows)
+WGMMA_WS_TILES = ((128, 256), (256, 128), (128, 128))
 
 #: (BM, BN) tiles the mma.sync kernel takes
 GEMM_TILES = ((128, 128), (128, 256), (256, 128), (64, 128), (128, 64), (64, 64))
@@ -390,10 +524,10 @@ def _defines(kernel: str, options: dict[str, int] | None) -> str:
 
 def cuda_source(kernel: str, options: dict[str, int] | None = None) -> str:
     """The CUDA C of ``kernel`` with its options (OPTIONS) as #defines (``WGMMA`` 1 picks the
-    sm_90a warpgroup-MMA GEMM)."""
+    sm_90a warpgroup-MMA GEMM, 2 its warp-specialized version)."""
     body = SOURCES[kernel]
     if kernel.startswith("gemm_") and (options or {}).get("WGMMA"):
-        body = gemm_wgmma_source(kernel, int(options["BN"]))
+        body = gemm_wgmma_source(kernel, int(options["BN"]), int(options["WGMMA"]) >= 2)
     return _HEAD + _defines(kernel, options) + body + "\n"
 
 
