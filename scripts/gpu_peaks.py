@@ -68,7 +68,9 @@ def variants(api: str, quick: bool) -> list[tuple[str, dict]]:
         ws = [(bm, bn, bk, st, mma) for mma in (4, 5) for bm, bn, bk, st in
               ((128, 256, 64, 4), (128, 256, 64, 3), (128, 256, 32, 8), (128, 256, 32, 6), (256, 128, 64, 4),
                (256, 128, 32, 8), (128, 128, 64, 6), (128, 128, 32, 8))]
-        ws_bf16 = [(128, 256, 64, 4, 4), (128, 256, 64, 4, 5), (256, 128, 64, 4, 5), (128, 256, 32, 8, 5)]
+        ws += [(128, 256, 64, 4, 6), (128, 256, 32, 8, 6), (256, 128, 64, 4, 6), (128, 256, 64, 3, 6)]
+        ws_bf16 = [(128, 256, 64, 4, 4), (128, 256, 64, 4, 5), (256, 128, 64, 4, 5), (128, 256, 64, 4, 6),
+                   (128, 256, 32, 8, 6)]
         if quick:
             sync, sync_deep, wg, wg_deep, bf16 = sync[:1], sync_deep[2:3], wg[1:2], wg_deep[4:9], bf16[1:2]
         todo = [("gemm-f16", t) for t in sync + sync_deep] + [("gemm-bf16", sync[0])]
@@ -76,6 +78,8 @@ def variants(api: str, quick: bool) -> list[tuple[str, dict]]:
         todo += [("gemm-bf16", t) for t in bf16]
         # small shapes first (k of one or two tiles: the pipelines' prologue and drain), then speed
         todo += [("gemm-f16", (128, 256, 64, 4, mma), (256, 512, kk)) for mma in (4, 5) for kk in (64, 128, 448)]
+        # persistent (one workgroup per SM): more tiles than workgroups, k of 1 to 7 tiles
+        todo += [("gemm-f16", (128, 256, 64, 4, 6), (mm, 4096, kk)) for mm, kk in ((2048, 64), (4096, 448))]
         todo += [("gemm-f16", t) for t in ws] + [("gemm-bf16", t) for t in ws_bf16]
         todo = [t if len(t) == 3 else (*t, None) for t in todo]
         for kind, (bm, bn, bk, st, mma), shape in todo:
@@ -106,7 +110,8 @@ def label(kind: str, p: dict) -> str:
         return f"unroll {p['unroll']}, grid<={p['workgroups']}"
     if kind == "fma-f32":
         return f"chains {p['chains']}, unroll {p['unroll']}" + (", vec4 (old)" if p.get("vector") == 4 else "")
-    mma = {1: "mma.sync", 2: "wgmma", 3: "wgmma+1 in flight", 4: "wgmma WS", 5: "wgmma WS async-arrive"}.get(
+    mma = {1: "mma.sync", 2: "wgmma", 3: "wgmma+1 in flight", 4: "wgmma WS", 5: "wgmma WS async-arrive",
+           6: "wgmma WS persistent"}.get(
         p.get("mma", 0), "coopmat")
     size = "" if (p["m"], p["n"], p["k"]) in ((4096, 4096, 4096), (4224, 4096, 4096)) else \
         f" [{p['m']}x{p['n']}x{p['k']}]"

@@ -293,7 +293,8 @@ def _prepare_gemm(mb: MicroBenchmark, mk: Any):
                 "max_abs_error": err, "tolerance": tol,
                 "note": f"{len(rows)} of {m} rows against NumPy" + (f"; {note}" if note else "")}
 
-    return bufs, [m, n, k], ((m // bm) * (n // bn), 1, 1), check
+    groups = (m // bm) * (n // bn)
+    return bufs, [m, n, k], (min(groups, getattr(mk, "max_workgroups", None) or groups), 1, 1), check
 
 
 def _record(mb: MicroBenchmark, exe, workgroups, bufs, consts, repeats: int, check) -> None:

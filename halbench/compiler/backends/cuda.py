@@ -50,11 +50,18 @@ def micro_c(kernel: str, fmt: str, info: Any, kernels: frozenset[str], build,
     arch = info.identity.arch
     if not arch:
         raise Unsupported(f"{info.uri} reports no arch to compile the micro kernels for")
+    persistent = None
     if kernel.startswith("gemm_"):
+        persistent = defines.get("MMA") == 6
         wg, tile, note, arch, shared = _gemm_variant(defines, arch, info)
+        sms = getattr(getattr(info, "limits", None), "compute_units", None) or (
+            (getattr(info, "attributes", None) or {}).get("multiprocessor_count"))
+        persistent = int(sms) if persistent and sms else None
+        if persistent:
+            note += f"; persistent: {persistent} workgroups stride over the tiles"
     data = build(kernel, arch, f"micro_{kernel}", defines)
     entry = EntryPoint("micro", nbind, nconst, (wg, 1, 1), shared)
-    return MicroKernel(ExecutableBinary(fmt, data, (entry,), arch), wg, matrix, note, tile)
+    return MicroKernel(ExecutableBinary(fmt, data, (entry,), arch), wg, matrix, note, tile, persistent)
 
 
 #: what ``mma: 0`` (the default) picks on sm_90: wgmma with no group in flight, checked on an H100
@@ -76,9 +83,9 @@ def shared_memory_limit(info: Any) -> int:
 def _gemm_variant(defines: dict[str, int], arch: str, info: Any) -> tuple[int, tuple[int, int, int], str, str, int]:
     """Workgroup size, tile, note, arch and dynamic shared memory bytes of the GEMM that
     ``defines`` ask for (they are updated in place: MMA -> WGMMA and INFLIGHT). mma 1: mma.sync
-    (sm_80+); 2: wgmma waiting for each k tile; 3: wgmma keeping one group in flight; 4, 5: the
+    (sm_80+); 2: wgmma waiting for each k tile; 3: wgmma keeping one group in flight; 4 to 6: the
     warp-specialized wgmma kernel (a producer warpgroup, mbarriers; 5: cp.async arrives on them
-    itself; sm_90, built for sm_90a). The stages' tiles must fit the device's shared memory per workgroup."""
+    itself; 6: as 5 with one persistent workgroup per SM; sm_90, built for sm_90a). The stages' tiles must fit the device's shared memory per workgroup."""
     from halbench.compiler.codegen.micro_cuda import (
         GEMM_MAX_STAGES,
         GEMM_TILE_K,
@@ -94,8 +101,8 @@ def _gemm_variant(defines: dict[str, int], arch: str, info: Any) -> tuple[int, t
     sm90 = arch.rstrip("a") == "sm_90"
     mma = defines.pop("MMA", 0) or (GEMM_AUTO_SM90 if sm90 else 1)
     bm, bn, bk, stages = defines["BM"], defines["BN"], defines["BK"], defines["STAGES"]
-    if mma not in (1, 2, 3, 4, 5):
-        raise Unsupported(f"gemm mma {mma}: use 1 (mma.sync), 2 or 3 (wgmma), 4 or 5 (warp-specialized wgmma)")
+    if mma not in (1, 2, 3, 4, 5, 6):
+        raise Unsupported(f"gemm mma {mma}: use 1 (mma.sync), 2 or 3 (wgmma), 4 to 6 (warp-specialized wgmma)")
     if mma > 1 and not sm90:
         raise Unsupported(f"{uri} ({arch}) has no wgmma (sm_90 only); use mma 1")
     ws = mma >= 4
@@ -120,8 +127,8 @@ def _gemm_variant(defines: dict[str, int], arch: str, info: Any) -> tuple[int, t
                 (f"mma.sync m16n8k16 + ldmatrix, {bm}x{bn}x{bk} tiles, {stages}-stage cp.async pipeline "
                  f"({shared // 1024} KiB shared)"), arch, shared)
     if ws:
-        defines.update(WGMMA=mma - 2, INFLIGHT=1)
-        how = "arrives as its copies land" if mma == 5 else f"signals {stages - 2} tiles behind"
+        defines.update(WGMMA=2 if mma == 4 else 3, INFLIGHT=1)
+        how = f"signals {stages - 2} tiles behind" if mma == 4 else "arrives as its copies land"
         return (384, (bm, bn, bk),
                 (f"warp-specialized wgmma m64n{bn}k16: a cp.async producer warpgroup ({how}) and 2 "
                  f"consumer warpgroups on mbarriers, {bm}x{bn}x{bk} tiles, {stages} stages "

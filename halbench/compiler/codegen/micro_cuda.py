@@ -379,88 +379,105 @@ __device__ __forceinline__ void mbar_wait(unsigned long long* b, uint parity) {
                "@!done bra LAB_WAIT;\n}\n" :: "r"(smem_addr(b)), "r"(parity) : "memory");
 }
 
+// (tm, tn) of tile t in the grouped raster: 8 block rows share B tiles in L2
+__device__ __forceinline__ void tile_of(uint t, uint tiles_m, uint tiles_n, uint& tm, uint& tn) {
+  uint width = 8u * tiles_n, first = t / width * 8u, gsz = min(tiles_m - first, 8u);
+  tm = first + (t % width) % gsz;
+  tn = (t % width) / gsz;
+}
+
+// The workgroups stride over the tiles (one tile each when the grid has one workgroup per tile,
+// a persistent loop when it is capped at the SM count); it counts the k tiles of all its tiles
+// through the stages (stage it % STAGES, phase it / STAGES), so the producer starts the next tile
+// while the consumers store the last one.
 extern "C" __global__ void __launch_bounds__(128 * (NCW + 1), 1)
 micro(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, uint M, uint N, uint K) {
   extern __shared__ __align__(1024) unsigned char hb_smem[];  // STAGES * STAGE_ELEMS elements
   __shared__ __align__(8) unsigned long long full[STAGES], empty[STAGES];
   T* const smem = (T*)hb_smem;
   if (M % BM || N % BN || K % BK || K == 0) return;
-  uint tiles_m = M / BM, tiles_n = N / BN, pid = blockIdx.x;
-  if (pid >= tiles_m * tiles_n) return;
-  uint width = 8u * tiles_n, first = pid / width * 8u, gsz = min(tiles_m - first, 8u);
-  uint tm = first + (pid % width) % gsz, tn = (pid % width) / gsz;
-  const T* ag = A + (size_t)tm * BM * K;
-  const T* bg = B + (size_t)tn * BN * K;
-  uint tid = threadIdx.x, wg = tid >> 7;
+  uint tiles_m = M / BM, tiles_n = N / BN, tiles = tiles_m * tiles_n;
+  uint tid = threadIdx.x, wg = tid >> 7, KT = K / BK;
   if (tid == 0) {
     #pragma unroll
     for (uint s = 0; s < STAGES; s++) { mbar_init(&full[s], 128u); mbar_init(&empty[s], NCW * 4u); }
   }
   __syncthreads();
-  uint KT = K / BK;
+  uint it = 0;  // k tiles through the stages so far
   if (wg == 0) {  // producer
-    for (uint kt = 0; kt < KT; kt++) {
-      uint s = kt % STAGES;
-      if (kt >= STAGES) mbar_wait(&empty[s], (kt / STAGES - 1u) & 1u);  // consumers left tile kt - STAGES
-      load_tile(smem + s * STAGE_ELEMS, ag, bg, K, kt * BK, tid);
-      cp_commit();
+    for (uint t = blockIdx.x; t < tiles; t += gridDim.x) {
+      uint tm, tn;
+      tile_of(t, tiles_m, tiles_n, tm, tn);
+      const T* ag = A + (size_t)tm * BM * K;
+      const T* bg = B + (size_t)tn * BN * K;
+      for (uint kt = 0; kt < KT; kt++, it++) {
+        uint s = it % STAGES;
+        if (it >= STAGES) mbar_wait(&empty[s], (it / STAGES - 1u) & 1u);  // consumers left k tile it - STAGES
+        load_tile(smem + s * STAGE_ELEMS, ag, bg, K, kt * BK, tid);
+        cp_commit();
 #if WGMMA == 3  // the barrier counts this thread's arrival once its copies so far have landed
-      asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" :: "r"(smem_addr(&full[s])) : "memory");
+        asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" :: "r"(smem_addr(&full[s])) : "memory");
 #else
-      if (kt >= LAG) {
-        cp_wait<LAG>();  // this thread's copies of tile kt - LAG landed
-        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-        mbar_arrive(&full[(kt - LAG) % STAGES]);
-      }
+        if (it >= LAG) {
+          cp_wait<LAG>();  // this thread's copies of k tile it - LAG landed
+          asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+          mbar_arrive(&full[(it - LAG) % STAGES]);
+        }
 #endif
+      }
     }
     cp_wait<0>();
 #if WGMMA != 3
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-    for (uint j = KT > LAG ? KT - LAG : 0u; j < KT; j++) mbar_arrive(&full[j % STAGES]);
+    for (uint j = it > LAG ? it - LAG : 0u; j < it; j++) mbar_arrive(&full[j % STAGES]);
 #endif
     return;
   }
-  uint cw = wg - 1u, lane = tid & 31u, wq = (tid >> 5) & 3u;
-  float d[MI][NACC];  // the first wgmma of each slab ignores it (scale-d 0)
-  for (uint kt = 0; kt < KT; kt++) {
-    uint s = kt % STAGES;
-    mbar_wait(&full[s], (kt / STAGES) & 1u);
+  uint cw = wg - 1u, lane = tid & 31u, wq = (tid >> 5) & 3u, g = lane >> 2, q = lane & 3u;
+  for (uint t = blockIdx.x; t < tiles; t += gridDim.x) {
+    uint tm, tn;
+    tile_of(t, tiles_m, tiles_n, tm, tn);
+    float d[MI][NACC];  // the first wgmma of each slab ignores it (scale-d 0)
+    for (uint kt = 0; kt < KT; kt++, it++) {
+      uint s = it % STAGES;
+      mbar_wait(&full[s], (it / STAGES) & 1u);
 #if WGMMA == 3  // the producer's cp.async writes, seen through the barrier -> wgmma's async proxy
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+      asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 #endif
-    const T* sa = smem + s * STAGE_ELEMS + cw * WM * 32u;
-    const T* sb = smem + s * STAGE_ELEMS + BM * BK;
-    #pragma unroll
-    for (uint mi = 0; mi < MI; mi++) fence_acc(d[mi]);
-    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-    #pragma unroll
-    for (uint kk = 0; kk < BK / 16; kk++)
+      const T* sa = smem + s * STAGE_ELEMS + cw * WM * 32u;
+      const T* sb = smem + s * STAGE_ELEMS + BM * BK;
       #pragma unroll
-      for (uint mi = 0; mi < MI; mi++)
-        wgmma(d[mi], wg_desc(sa + (kk >> 1) * (BM * 32u) + mi * 64u * 32u + (kk & 1u) * 16u),
-              wg_desc(sb + (kk >> 1) * (BN * 32u) + (kk & 1u) * 16u), kt | kk);
-    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-    #pragma unroll
-    for (uint mi = 0; mi < MI; mi++) fence_acc(d[mi]);
-    asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");  // tile kt - 1's group retired
+      for (uint mi = 0; mi < MI; mi++) fence_acc(d[mi]);
+      asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+      #pragma unroll
+      for (uint kk = 0; kk < BK / 16; kk++)
+        #pragma unroll
+        for (uint mi = 0; mi < MI; mi++)
+          wgmma(d[mi], wg_desc(sa + (kk >> 1) * (BM * 32u) + mi * 64u * 32u + (kk & 1u) * 16u),
+                wg_desc(sb + (kk >> 1) * (BN * 32u) + (kk & 1u) * 16u), kt | kk);
+      asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+      #pragma unroll
+      for (uint mi = 0; mi < MI; mi++) fence_acc(d[mi]);
+      asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");  // k tile it - 1's group retired
+      #pragma unroll
+      for (uint mi = 0; mi < MI; mi++) fence_acc(d[mi]);
+      __syncwarp();
+      if (kt > 0 && lane == 0) mbar_arrive(&empty[(it - 1u) % STAGES]);
+    }
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
     #pragma unroll
     for (uint mi = 0; mi < MI; mi++) fence_acc(d[mi]);
     __syncwarp();
-    if (kt > 0 && lane == 0) mbar_arrive(&empty[(kt - 1u) % STAGES]);
-  }
-  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-  #pragma unroll
-  for (uint mi = 0; mi < MI; mi++) fence_acc(d[mi]);
-  uint g = lane >> 2, q = lane & 3u;
-  #pragma unroll
-  for (uint mi = 0; mi < MI; mi++) {
-    size_t row = (size_t)tm * BM + cw * WM + mi * 64u + wq * 16u + g;
+    if (lane == 0) mbar_arrive(&empty[(it - 1u) % STAGES]);  // the tile's last stage, before the stores
     #pragma unroll
-    for (uint j = 0; j < BN / 8; j++) {
-      size_t col = (size_t)tn * BN + j * 8u + q * 2u;
-      *(T2*)(C + row * N + col) = PACK2(d[mi][4 * j], d[mi][4 * j + 1]);
-      *(T2*)(C + (row + 8) * N + col) = PACK2(d[mi][4 * j + 2], d[mi][4 * j + 3]);
+    for (uint mi = 0; mi < MI; mi++) {
+      size_t row = (size_t)tm * BM + cw * WM + mi * 64u + wq * 16u + g;
+      #pragma unroll
+      for (uint j = 0; j < BN / 8; j++) {
+        size_t col = (size_t)tn * BN + j * 8u + q * 2u;
+        *(T2*)(C + row * N + col) = PACK2(d[mi][4 * j], d[mi][4 * j + 1]);
+        *(T2*)(C + (row + 8) * N + col) = PACK2(d[mi][4 * j + 2], d[mi][4 * j + 3]);
+      }
     }
   }
 }"""
