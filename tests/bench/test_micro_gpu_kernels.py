@@ -85,10 +85,10 @@ def test_nvrtc_builds_the_wgmma_gemm_for_sm90a(kernel, options, fmt) -> None:
         assert ".target sm_90a" in text and f"wgmma.mma_async.sync.aligned.m64n{options['BN']}k16" in text
 
 
-# warp-specialized wgmma (mma 4: the producer signals STAGES - 2 tiles behind; 5: its cp.async
-# arrive on the barriers): (BM, BN, BK, STAGES, MMA)
-WS_TILES = [(128, 256, 64, 4, 4), (128, 256, 64, 4, 5), (128, 256, 32, 8, 5), (256, 128, 64, 4, 4),
-            (256, 128, 32, 8, 5), (128, 128, 64, 6, 4), (128, 128, 32, 3, 5), (128, 256, 64, 4, 6)]
+# warp-specialized wgmma (mma 4: one workgroup per tile; 5: one persistent workgroup per SM):
+# (BM, BN, BK, STAGES, MMA)
+WS_TILES = [(128, 256, 64, 4, 4), (128, 256, 32, 8, 5), (128, 256, 32, 9, 5), (256, 128, 64, 4, 4),
+            (256, 128, 32, 9, 5), (128, 128, 64, 6, 4), (128, 128, 32, 3, 5)]
 
 
 @pytest.mark.parametrize("kernel", ["gemm_f16", "gemm_bf16"])
@@ -105,9 +105,9 @@ def test_nvrtc_builds_the_warp_specialized_wgmma_gemm(kernel, bm, bn, bk, stages
     assert ".target sm_90a" in text and f"wgmma.mma_async.sync.aligned.m64n{bn}k16" in text
     # one workgroup barrier (after the mbarriers' init); the pipeline runs on mbarriers alone
     assert "mbarrier.try_wait.parity" in text and text.count("bar.sync") == 1
-    assert ("cp.async.mbarrier.arrive.noinc" in text) == (mma >= 5)
-    # mma 6 launches one workgroup per SM (the probe's multiprocessor count), the others one per tile
-    assert mk.max_workgroups == (132 if mma == 6 else None)
+    assert "cp.async.mbarrier.arrive.noinc" in text
+    # mma 5 launches one workgroup per SM (the probe's multiprocessor count), 4 one per tile
+    assert mk.max_workgroups == (132 if mma == 5 else None)
     cubin = CUDA.micro_binary(kernel, "cuda-cubin-v1", _cuda_info("sm_90"), options)
     assert cubin.binary.data[:4] == b"\x7fELF"
 
@@ -115,8 +115,10 @@ def test_nvrtc_builds_the_warp_specialized_wgmma_gemm(kernel, bm, bn, bk, stages
 def test_cuda_gemm_refuses_what_it_cannot_build() -> None:
     with pytest.raises(Unsupported, match=r"warp-specialized wgmma kernel takes \(tile_m, tile_n\) in"):
         CUDA.micro_binary("gemm_f16", "cuda-cubin-v1", _cuda_info("sm_90"), {"BM": 64, "BN": 256, "MMA": 4})
-    with pytest.raises(Unsupported, match="3 to 8 stages"):
+    with pytest.raises(Unsupported, match="3 to 9 stages"):
         CUDA.micro_binary("gemm_f16", "cuda-cubin-v1", _cuda_info("sm_90"), {"BN": 256, "STAGES": 2, "MMA": 5})
+    with pytest.raises(Unsupported, match="needs 240 KiB"):  # 128x256x64, 5 stages
+        CUDA.micro_binary("gemm_f16", "cuda-cubin-v1", _cuda_info("sm_90"), {"BN": 256, "BK": 64, "STAGES": 5, "MMA": 4})
     with pytest.raises(Unsupported, match="sm_90 only"):
         CUDA.micro_binary("gemm_f16", "cuda-cubin-v1", _cuda_info("sm_80"), {"BN": 256, "MMA": 4})
     with pytest.raises(Unsupported, match="sm_90 only"):

@@ -52,7 +52,7 @@ def micro_c(kernel: str, fmt: str, info: Any, kernels: frozenset[str], build,
         raise Unsupported(f"{info.uri} reports no arch to compile the micro kernels for")
     persistent = None
     if kernel.startswith("gemm_"):
-        persistent = defines.get("MMA") == 6
+        persistent = defines.get("MMA") == 5
         wg, tile, note, arch, shared = _gemm_variant(defines, arch, info)
         sms = getattr(getattr(info, "limits", None), "compute_units", None) or (
             (getattr(info, "attributes", None) or {}).get("multiprocessor_count"))
@@ -83,9 +83,10 @@ def shared_memory_limit(info: Any) -> int:
 def _gemm_variant(defines: dict[str, int], arch: str, info: Any) -> tuple[int, tuple[int, int, int], str, str, int]:
     """Workgroup size, tile, note, arch and dynamic shared memory bytes of the GEMM that
     ``defines`` ask for (they are updated in place: MMA -> WGMMA and INFLIGHT). mma 1: mma.sync
-    (sm_80+); 2: wgmma waiting for each k tile; 3: wgmma keeping one group in flight; 4 to 6: the
-    warp-specialized wgmma kernel (a producer warpgroup, mbarriers; 5: cp.async arrives on them
-    itself; 6: as 5 with one persistent workgroup per SM; sm_90, built for sm_90a). The stages' tiles must fit the device's shared memory per workgroup."""
+    (sm_80+); 2: wgmma waiting for each k tile; 3: wgmma keeping one group in flight; 4: the
+    warp-specialized wgmma kernel (a cp.async producer warpgroup, two consumer warpgroups,
+    mbarriers); 5: the same with one persistent workgroup per SM striding over the tiles (sm_90,
+    built for sm_90a). The stages' tiles must fit the device's shared memory per workgroup."""
     from halbench.compiler.codegen.micro_cuda import (
         GEMM_MAX_STAGES,
         GEMM_TILE_K,
@@ -101,8 +102,8 @@ def _gemm_variant(defines: dict[str, int], arch: str, info: Any) -> tuple[int, t
     sm90 = arch.rstrip("a") == "sm_90"
     mma = defines.pop("MMA", 0) or (GEMM_AUTO_SM90 if sm90 else 1)
     bm, bn, bk, stages = defines["BM"], defines["BN"], defines["BK"], defines["STAGES"]
-    if mma not in (1, 2, 3, 4, 5, 6):
-        raise Unsupported(f"gemm mma {mma}: use 1 (mma.sync), 2 or 3 (wgmma), 4 to 6 (warp-specialized wgmma)")
+    if mma not in (1, 2, 3, 4, 5):
+        raise Unsupported(f"gemm mma {mma}: use 1 (mma.sync), 2 or 3 (wgmma), 4 or 5 (warp-specialized wgmma)")
     if mma > 1 and not sm90:
         raise Unsupported(f"{uri} ({arch}) has no wgmma (sm_90 only); use mma 1")
     ws = mma >= 4
@@ -127,12 +128,11 @@ def _gemm_variant(defines: dict[str, int], arch: str, info: Any) -> tuple[int, t
                 (f"mma.sync m16n8k16 + ldmatrix, {bm}x{bn}x{bk} tiles, {stages}-stage cp.async pipeline "
                  f"({shared // 1024} KiB shared)"), arch, shared)
     if ws:
-        defines.update(WGMMA=2 if mma == 4 else 3, INFLIGHT=1)
-        how = f"signals {stages - 2} tiles behind" if mma == 4 else "arrives as its copies land"
+        defines.update(WGMMA=2, INFLIGHT=1)
         return (384, (bm, bn, bk),
-                (f"warp-specialized wgmma m64n{bn}k16: a cp.async producer warpgroup ({how}) and 2 "
-                 f"consumer warpgroups on mbarriers, {bm}x{bn}x{bk} tiles, {stages} stages "
-                 f"({shared // 1024} KiB shared), 1 wgmma group in flight"), "sm_90a", shared)
+                (f"warp-specialized wgmma m64n{bn}k16: a cp.async producer warpgroup and 2 consumer "
+                 f"warpgroups on mbarriers, {bm}x{bn}x{bk} tiles, {stages} stages ({shared // 1024} KiB "
+                 f"shared), 1 wgmma group in flight"), "sm_90a", shared)
     defines.update(WGMMA=1, INFLIGHT=inflight)
     return (128 * (bm // 64), (bm, bn, bk),
             (f"wgmma m64n{bn}k16 from swizzled shared memory, {bm}x{bn}x{bk} tiles, {stages}-stage cp.async "
