@@ -351,6 +351,7 @@ micro(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, uint 
 # 164, no spills), while a producer squeezed to 56 or fewer spills its cp.async addresses.
 # Shapes not multiples of the tile write nothing.
 _GEMM_WS = r"""
+#define EPI_VEC 1
 #define THREADS 128
 #define NCW 2
 #define WM (BM / NCW)
@@ -459,6 +460,38 @@ micro(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, uint 
     for (uint mi = 0; mi < MI; mi++) fence_acc(d[mi]);
     __syncwarp();
     if (lane == 0) mbar_arrive(&empty[(it - 1u) % STAGES]);  // the tile's last stage, before the stores
+#if EPI_VEC
+    // Each quad of lanes holds 8 columns (2 per lane) of every 8-column group j of its two rows;
+    // four rounds of shuffles within the quad hand lane q all 8 columns of group 4i + q, which it
+    // stores as one 16-byte vector (full 32-byte sectors instead of 4-byte pieces).
+    #pragma unroll
+    for (uint mi = 0; mi < MI; mi++) {
+      #pragma unroll
+      for (uint h = 0; h < 2; h++) {
+        size_t row = (size_t)tm * BM + cw * WM + mi * 64u + wq * 16u + g + 8u * h;
+        #pragma unroll
+        for (uint i = 0; i < BN / 32; i++) {
+          uint v[4], o[4];
+          #pragma unroll
+          for (uint jj = 0; jj < 4; jj++) {
+            T2 p = PACK2(d[mi][4 * (4 * i + jj) + 2 * h], d[mi][4 * (4 * i + jj) + 2 * h + 1]);
+            v[jj] = *(uint*)&p;
+          }
+          #pragma unroll
+          for (uint r = 0; r < 4; r++) {  // round r: lane q sends v[(q - r) & 3], receives lane (q + r) & 3's
+            uint k = (q - r) & 3u;
+            uint send = k == 0 ? v[0] : k == 1 ? v[1] : k == 2 ? v[2] : v[3];
+            uint got = __shfl_sync(0xffffffffu, send, (lane & ~3u) | ((q + r) & 3u));
+            uint src = (q + r) & 3u;
+            o[0] = src == 0 ? got : o[0]; o[1] = src == 1 ? got : o[1];
+            o[2] = src == 2 ? got : o[2]; o[3] = src == 3 ? got : o[3];
+          }
+          size_t col = (size_t)tn * BN + (4u * i + q) * 8u;
+          *(uint4*)(C + row * N + col) = make_uint4(o[0], o[1], o[2], o[3]);
+        }
+      }
+    }
+#else
     #pragma unroll
     for (uint mi = 0; mi < MI; mi++) {
       size_t row = (size_t)tm * BM + cw * WM + mi * 64u + wq * 16u + g;
@@ -469,6 +502,7 @@ micro(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, uint 
         *(T2*)(C + (row + 8) * N + col) = PACK2(d[mi][4 * j + 2], d[mi][4 * j + 3]);
       }
     }
+#endif
   }
 }"""
 
