@@ -352,6 +352,7 @@ micro(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, uint 
 # Shapes not multiples of the tile write nothing.
 _GEMM_WS = r"""
 #define EPI_VEC 1
+#define GROUP 8u
 #define THREADS 128
 #define NCW 2
 #define WM (BM / NCW)
@@ -382,9 +383,9 @@ __device__ __forceinline__ void mbar_wait(unsigned long long* b, uint parity) {
                "@!done bra LAB_WAIT;\n}\n" :: "r"(smem_addr(b)), "r"(parity) : "memory");
 }
 
-// (tm, tn) of tile t in the grouped raster: 8 block rows share B tiles in L2
+// (tm, tn) of tile t in the grouped raster: GROUP block rows share B tiles in L2
 __device__ __forceinline__ void tile_of(uint t, uint tiles_m, uint tiles_n, uint& tm, uint& tn) {
-  uint width = 8u * tiles_n, first = t / width * 8u, gsz = min(tiles_m - first, 8u);
+  uint width = GROUP * tiles_n, first = t / width * GROUP, gsz = min(tiles_m - first, GROUP);
   tm = first + (t % width) % gsz;
   tn = (t % width) / gsz;
 }
