@@ -30,7 +30,8 @@ honour one skips the benchmark with the reason): ``bandwidth-copy`` ``unroll`` (
 thread before its stores) and ``workgroups`` (grid cap; workgroups stride over the tiles);
 ``fma-f32`` ``chains``, ``unroll`` (loop body repeats) and ``vector`` (4: the old vec4 GLSL
 kernel); ``gemm-*`` ``tile_m``, ``tile_n``, ``tile_k`` and ``stages`` (CUDA's cp.async depth: the stages sit in
-dynamic shared memory, up to the device's per-workgroup limit) and ``mma`` (CUDA's instruction).
+dynamic shared memory, up to the device's per-workgroup limit) and ``mma`` (CUDA's kernel: 1
+mma.sync, 2 / 3 wgmma, 4 / 5 warp-specialized wgmma, 5 with one persistent workgroup per SM).
 GEMM operands: A [m, k] and B [n, k] row-major (B holds one output column per row).
 """
 
