@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import sys
 import time
@@ -63,14 +64,27 @@ def variants(api: str, quick: bool) -> list[tuple[str, dict]]:
                    (64, 256, 64, 4, 3), (256, 128, 64, 4, 2), (256, 128, 32, 6, 3), (256, 128, 32, 8, 3),
                    (128, 256, 32, 6, 3), (128, 256, 32, 8, 3), (192, 128, 64, 5, 3), (192, 128, 32, 8, 3)]
         bf16 = [(128, 128, 32, 3, 2), (128, 256, 64, 4, 3), (256, 128, 64, 4, 3)]
+        # warp-specialized wgmma: mma 4 (one workgroup per tile), 5 (persistent: one per SM)
+        ws = [(bm, bn, bk, st, mma) for mma in (4, 5) for bm, bn, bk, st in
+              ((128, 256, 32, 8), (128, 256, 32, 9), (128, 256, 32, 7), (256, 128, 32, 8), (256, 128, 32, 9),
+               (128, 256, 64, 4), (256, 128, 64, 4))]
+        ws_bf16 = [(128, 256, 32, 8, 5), (128, 256, 32, 9, 5), (256, 128, 32, 8, 5), (256, 128, 32, 9, 5),
+                   (128, 256, 32, 8, 4)]
         if quick:
             sync, sync_deep, wg, wg_deep, bf16 = sync[:1], sync_deep[2:3], wg[1:2], wg_deep[4:9], bf16[1:2]
         todo = [("gemm-f16", t) for t in sync + sync_deep] + [("gemm-bf16", sync[0])]
         todo += [("gemm-f16", t) for t in wg + wg_deep]
         todo += [("gemm-bf16", t) for t in bf16]
-        for kind, (bm, bn, bk, st, mma) in todo:
+        # small shapes first (k of one or two tiles: the pipelines' prologue and drain), then speed
+        todo += [("gemm-f16", (128, 256, 64, 4, 4), (256, 512, kk)) for kk in (64, 128, 448)]
+        # persistent (one workgroup per SM): more tiles than workgroups, k of 1 to 14 tiles
+        todo += [("gemm-f16", (128, 256, 32, 9, 5), (mm, 4096, kk)) for mm, kk in ((2048, 32), (4096, 448))]
+        todo += [("gemm-f16", t) for t in ws] + [("gemm-bf16", t) for t in ws_bf16]
+        todo = [t if len(t) == 3 else (*t, None) for t in todo]
+        for kind, (bm, bn, bk, st, mma), shape in todo:
             m = 4224 if bm == 192 else g["m"]  # 4096 is no multiple of 192
-            out.append((kind, {**g, "m": m, "tile_m": bm, "tile_n": bn, "tile_k": bk, "stages": st, "mma": mma}))
+            size = dict(zip("mnk", shape)) if shape else {"m": m}
+            out.append((kind, {**g, **size, "tile_m": bm, "tile_n": bn, "tile_k": bk, "stages": st, "mma": mma}))
     else:
         tiles = [(128, 128, 32), (128, 128, 16), (128, 256, 16), (256, 128, 16), (64, 128, 32),
                  (128, 64, 32), (64, 64, 32)]
@@ -95,8 +109,11 @@ def label(kind: str, p: dict) -> str:
         return f"unroll {p['unroll']}, grid<={p['workgroups']}"
     if kind == "fma-f32":
         return f"chains {p['chains']}, unroll {p['unroll']}" + (", vec4 (old)" if p.get("vector") == 4 else "")
-    mma = {1: "mma.sync", 2: "wgmma", 3: "wgmma+1 in flight"}.get(p.get("mma", 0), "coopmat")
-    return f"{mma} {p['tile_m']}x{p['tile_n']}x{p['tile_k']}" + (f", {p['stages']} st" if "stages" in p else "")
+    mma = {1: "mma.sync", 2: "wgmma", 3: "wgmma+1 in flight", 4: "wgmma WS", 5: "wgmma WS persistent"}.get(
+        p.get("mma", 0), "coopmat")
+    size = "" if (p["m"], p["n"], p["k"]) in ((4096, 4096, 4096), (4224, 4096, 4096)) else \
+        f" [{p['m']}x{p['n']}x{p['k']}]"
+    return f"{mma} {p['tile_m']}x{p['tile_n']}x{p['tile_k']}" + (f", {p['stages']} st" if "stages" in p else "") + size
 
 
 def main() -> int:
@@ -105,6 +122,8 @@ def main() -> int:
     ap.add_argument("--budget", type=float, default=240.0, help="seconds after which no variant starts")
     ap.add_argument("--quick", action="store_true", help="fewer variants")
     ap.add_argument("--out", type=Path, help="also write the rows as JSON here")
+    ap.add_argument("--kinds", help="comma-separated kinds to run (default: all), e.g. gemm-f16,gemm-bf16")
+    ap.add_argument("--match", help="run only the variants whose label matches this regular expression")
     args = ap.parse_args()
 
     import halbench
@@ -124,6 +143,10 @@ def main() -> int:
         print(f"{uri}: {dev.info.name}", flush=True)
         try:
             for kind, p in variants(api, args.quick):
+                if args.kinds and kind not in args.kinds.split(","):
+                    continue
+                if args.match and not re.search(args.match, label(kind, p)):
+                    continue
                 row = {"device": uri, "kind": kind, "variant": label(kind, p), "params": p}
                 if time.perf_counter() - start > args.budget:
                     row.update(status="not run (budget)")

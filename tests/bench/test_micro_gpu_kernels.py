@@ -19,7 +19,7 @@ OPTIN = {"sm_80": 166912, "sm_90": 232448, "sm_90a": 232448}
 
 
 def _cuda_info(arch: str, optin: bool = True) -> DeviceInfo:
-    attrs = {"max_shared_memory_per_block_bytes": 49152}
+    attrs = {"max_shared_memory_per_block_bytes": 49152, "multiprocessor_count": 132}
     if optin and arch in OPTIN:
         attrs["max_shared_memory_per_block_optin_bytes"] = OPTIN[arch]
     return DeviceInfo("cuda", 0, Identity("NVIDIA H100 80GB HBM3", vendor="NVIDIA", api="CUDA", arch=arch),
@@ -85,7 +85,42 @@ def test_nvrtc_builds_the_wgmma_gemm_for_sm90a(kernel, options, fmt) -> None:
         assert ".target sm_90a" in text and f"wgmma.mma_async.sync.aligned.m64n{options['BN']}k16" in text
 
 
+# warp-specialized wgmma (mma 4: one workgroup per tile; 5: one persistent workgroup per SM):
+# (BM, BN, BK, STAGES, MMA)
+WS_TILES = [(128, 256, 64, 4, 4), (128, 256, 32, 8, 5), (128, 256, 32, 9, 5), (256, 128, 64, 4, 4),
+            (256, 128, 32, 9, 5), (128, 128, 64, 6, 4), (128, 128, 32, 3, 5)]
+
+
+@pytest.mark.parametrize("kernel", ["gemm_f16", "gemm_bf16"])
+@pytest.mark.parametrize(("bm", "bn", "bk", "stages", "mma"), WS_TILES)
+def test_nvrtc_builds_the_warp_specialized_wgmma_gemm(kernel, bm, bn, bk, stages, mma) -> None:
+    pytest.importorskip("cuda.bindings.nvrtc")
+    options = {"BM": bm, "BN": bn, "BK": bk, "STAGES": stages, "MMA": mma}
+    mk = CUDA.micro_binary(kernel, "cuda-ptx-v1", _cuda_info("sm_90"), options)
+    assert mk.binary.target == "sm_90a" and mk.workgroup_size == 384 and mk.tile == (bm, bn, bk)
+    assert "warp-specialized" in mk.note
+    shared = mk.binary.entries[0].dynamic_shared_bytes
+    assert shared == gemm_shared_bytes(bm, bn, bk, stages) and shared + 1024 <= OPTIN["sm_90"]
+    text = mk.binary.data.decode()
+    assert ".target sm_90a" in text and f"wgmma.mma_async.sync.aligned.m64n{bn}k16" in text
+    # one workgroup barrier (after the mbarriers' init); the pipeline runs on mbarriers alone
+    assert "mbarrier.try_wait.parity" in text and text.count("bar.sync") == 1
+    assert "cp.async.mbarrier.arrive.noinc" in text
+    # mma 5 launches one workgroup per SM (the probe's multiprocessor count), 4 one per tile
+    assert mk.max_workgroups == (132 if mma == 5 else None)
+    cubin = CUDA.micro_binary(kernel, "cuda-cubin-v1", _cuda_info("sm_90"), options)
+    assert cubin.binary.data[:4] == b"\x7fELF"
+
+
 def test_cuda_gemm_refuses_what_it_cannot_build() -> None:
+    with pytest.raises(Unsupported, match=r"warp-specialized wgmma kernel takes \(tile_m, tile_n\) in"):
+        CUDA.micro_binary("gemm_f16", "cuda-cubin-v1", _cuda_info("sm_90"), {"BM": 64, "BN": 256, "MMA": 4})
+    with pytest.raises(Unsupported, match="3 to 9 stages"):
+        CUDA.micro_binary("gemm_f16", "cuda-cubin-v1", _cuda_info("sm_90"), {"BN": 256, "STAGES": 2, "MMA": 5})
+    with pytest.raises(Unsupported, match="needs 240 KiB"):  # 128x256x64, 5 stages
+        CUDA.micro_binary("gemm_f16", "cuda-cubin-v1", _cuda_info("sm_90"), {"BN": 256, "BK": 64, "STAGES": 5, "MMA": 4})
+    with pytest.raises(Unsupported, match="sm_90 only"):
+        CUDA.micro_binary("gemm_f16", "cuda-cubin-v1", _cuda_info("sm_80"), {"BN": 256, "MMA": 4})
     with pytest.raises(Unsupported, match="sm_90 only"):
         CUDA.micro_binary("gemm_f16", "cuda-cubin-v1", _cuda_info("sm_80"), {"MMA": 3})
     # a device that reports no opt-in keeps to 48 KiB per workgroup

@@ -188,3 +188,27 @@ def test_cuda_gemm_in_192_kib_of_shared_memory_is_right(cuda) -> None:
             assert mb.check()["passed"], mb.check()
         finally:
             mb.close()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", ["gemm-f16", "gemm-bf16"])
+def test_cuda_warp_specialized_gemm_is_right(cuda, kind) -> None:
+    """The warp-specialized wgmma GEMM against NumPy: one workgroup per tile (mma 4) with k of one
+    and of several tiles, and persistent (mma 5) with more tiles than SMs and fewer k tiles than
+    stages, so the stages' phases wrap inside and across a workgroup's tiles."""
+    from halbench.bench.micro import Unsupported, prepare_micro
+
+    cases = [(4, 256, 512, 32, 128, 256, 32, 8), (4, 512, 256, 448, 256, 128, 64, 4),
+             (5, 2048, 4096, 96, 128, 256, 32, 8), (5, 512, 1024, 4096, 128, 256, 32, 9)]
+    for mma, m, n, k, bm, bn, bk, stages in cases:
+        params = {"m": m, "n": n, "k": k, "tile_m": bm, "tile_n": bn, "tile_k": bk, "stages": stages, "mma": mma}
+        try:
+            mb = prepare_micro(kind, cuda, params)
+        except Unsupported as e:
+            assert "sm_90 only" in str(e), e
+            return
+        try:
+            mb.run()
+            assert mb.check()["passed"], (params, mb.check())
+        finally:
+            mb.close()

@@ -32,7 +32,8 @@ honour one skips the benchmark with the reason): ``bandwidth-copy`` ``unroll`` (
 thread before its stores) and ``workgroups`` (grid cap; workgroups stride over the tiles);
 ``fma-f32`` ``chains``, ``unroll`` (loop body repeats) and ``vector`` (4: the old vec4 GLSL
 kernel); ``gemm-*`` ``tile_m``, ``tile_n``, ``tile_k`` and ``stages`` (CUDA's cp.async depth: the stages sit in
-dynamic shared memory, up to the device's per-workgroup limit) and ``mma`` (CUDA's instruction).
+dynamic shared memory, up to the device's per-workgroup limit) and ``mma`` (CUDA's kernel: 1
+mma.sync, 2 / 3 wgmma, 4 / 5 warp-specialized wgmma, 5 with one persistent workgroup per SM).
 GEMM operands: A [m, k] and B [n, k] row-major (B holds one output column per row).
 """
 
@@ -296,7 +297,8 @@ def _prepare_gemm(mb: MicroBenchmark, mk: Any):
                 "max_abs_error": err, "tolerance": tol,
                 "note": f"{len(rows)} of {m} rows against NumPy" + (f"; {note}" if note else "")}
 
-    return bufs, [m, n, k], ((m // bm) * (n // bn), 1, 1), check
+    groups = (m // bm) * (n // bn)
+    return bufs, [m, n, k], (min(groups, getattr(mk, "max_workgroups", None) or groups), 1, 1), check
 
 
 def _record(mb: MicroBenchmark, exe, workgroups, bufs, consts, repeats: int, check,

@@ -50,11 +50,18 @@ def micro_c(kernel: str, fmt: str, info: Any, kernels: frozenset[str], build,
     arch = info.identity.arch
     if not arch:
         raise Unsupported(f"{info.uri} reports no arch to compile the micro kernels for")
+    persistent = None
     if kernel.startswith("gemm_"):
+        persistent = defines.get("MMA") == 5
         wg, tile, note, arch, shared = _gemm_variant(defines, arch, info)
+        sms = getattr(getattr(info, "limits", None), "compute_units", None) or (
+            (getattr(info, "attributes", None) or {}).get("multiprocessor_count"))
+        persistent = int(sms) if persistent and sms else None
+        if persistent:
+            note += f"; persistent: {persistent} workgroups stride over the tiles"
     data = build(kernel, arch, f"micro_{kernel}", defines)
     entry = EntryPoint("micro", nbind, nconst, (wg, 1, 1), shared)
-    return MicroKernel(ExecutableBinary(fmt, data, (entry,), arch), wg, matrix, note, tile)
+    return MicroKernel(ExecutableBinary(fmt, data, (entry,), arch), wg, matrix, note, tile, persistent)
 
 
 #: what ``mma: 0`` (the default) picks on sm_90: wgmma with no group in flight, checked on an H100
@@ -76,13 +83,16 @@ def shared_memory_limit(info: Any) -> int:
 def _gemm_variant(defines: dict[str, int], arch: str, info: Any) -> tuple[int, tuple[int, int, int], str, str, int]:
     """Workgroup size, tile, note, arch and dynamic shared memory bytes of the GEMM that
     ``defines`` ask for (they are updated in place: MMA -> WGMMA and INFLIGHT). mma 1: mma.sync
-    (sm_80+); 2: wgmma waiting for each k tile; 3: wgmma keeping one group in flight (sm_90, built
-    for sm_90a). The stages' tiles must fit the device's shared memory per workgroup."""
+    (sm_80+); 2: wgmma waiting for each k tile; 3: wgmma keeping one group in flight; 4: the
+    warp-specialized wgmma kernel (a cp.async producer warpgroup, two consumer warpgroups,
+    mbarriers); 5: the same with one persistent workgroup per SM striding over the tiles (sm_90,
+    built for sm_90a). The stages' tiles must fit the device's shared memory per workgroup."""
     from halbench.compiler.codegen.micro_cuda import (
         GEMM_MAX_STAGES,
         GEMM_TILE_K,
         GEMM_TILES,
         WGMMA_TILES,
+        WGMMA_WS_TILES,
         gemm_shared_bytes,
     )
 
@@ -92,20 +102,24 @@ def _gemm_variant(defines: dict[str, int], arch: str, info: Any) -> tuple[int, t
     sm90 = arch.rstrip("a") == "sm_90"
     mma = defines.pop("MMA", 0) or (GEMM_AUTO_SM90 if sm90 else 1)
     bm, bn, bk, stages = defines["BM"], defines["BN"], defines["BK"], defines["STAGES"]
-    if mma not in (1, 2, 3):
-        raise Unsupported(f"gemm mma {mma}: use 1 (mma.sync), 2 or 3 (wgmma)")
+    if mma not in (1, 2, 3, 4, 5):
+        raise Unsupported(f"gemm mma {mma}: use 1 (mma.sync), 2 or 3 (wgmma), 4 or 5 (warp-specialized wgmma)")
     if mma > 1 and not sm90:
         raise Unsupported(f"{uri} ({arch}) has no wgmma (sm_90 only); use mma 1")
-    inflight = max(mma - 2, 0)
-    tiles = GEMM_TILES if mma == 1 else WGMMA_TILES
-    name = "mma.sync" if mma == 1 else "wgmma"
-    if (bm, bn) not in tiles or bk not in GEMM_TILE_K or not 2 + inflight <= stages <= GEMM_MAX_STAGES:
+    ws = mma >= 4
+    inflight = 1 if ws else max(mma - 2, 0)
+    tiles = GEMM_TILES if mma == 1 else WGMMA_WS_TILES if ws else WGMMA_TILES
+    name = "mma.sync" if mma == 1 else "warp-specialized wgmma" if ws else "wgmma"
+    low = 3 if ws else 2 + inflight
+    if (bm, bn) not in tiles or bk not in GEMM_TILE_K or not low <= stages <= GEMM_MAX_STAGES:
         raise Unsupported(f"gemm tile {bm}x{bn}x{bk} with {stages} stages: the {name} kernel takes (tile_m, "
-                          f"tile_n) in {list(tiles)}, tile_k in {list(GEMM_TILE_K)} and {2 + inflight} to "
+                          f"tile_n) in {list(tiles)}, tile_k in {list(GEMM_TILE_K)} and {low} to "
                           f"{GEMM_MAX_STAGES} stages")
     shared = gemm_shared_bytes(bm, bn, bk, stages)
     limit = shared_memory_limit(info)
-    if shared > limit:
+    # the warp-specialized kernel also keeps its mbarriers in static shared memory (1 KiB with the
+    # dynamic tiles' alignment)
+    if shared + (1024 if ws else 0) > limit:
         raise Unsupported(f"gemm tile {bm}x{bn}x{bk} with {stages} stages needs {shared // 1024} KiB of shared "
                           f"memory; {uri} has {limit // 1024} KiB per workgroup: use fewer stages or a smaller tile")
     if mma == 1:
@@ -113,6 +127,12 @@ def _gemm_variant(defines: dict[str, int], arch: str, info: Any) -> tuple[int, t
         return (32 * (bm // 64) * (bn // 64), (bm, bn, bk),
                 (f"mma.sync m16n8k16 + ldmatrix, {bm}x{bn}x{bk} tiles, {stages}-stage cp.async pipeline "
                  f"({shared // 1024} KiB shared)"), arch, shared)
+    if ws:
+        defines.update(WGMMA=2, INFLIGHT=1)
+        return (384, (bm, bn, bk),
+                (f"warp-specialized wgmma m64n{bn}k16: a cp.async producer warpgroup and 2 consumer "
+                 f"warpgroups on mbarriers, {bm}x{bn}x{bk} tiles, {stages} stages ({shared // 1024} KiB "
+                 f"shared), 1 wgmma group in flight"), "sm_90a", shared)
     defines.update(WGMMA=1, INFLIGHT=inflight)
     return (128 * (bm // 64), (bm, bn, bk),
             (f"wgmma m64n{bn}k16 from swizzled shared memory, {bm}x{bn}x{bk} tiles, {stages}-stage cp.async "

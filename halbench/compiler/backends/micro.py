@@ -29,3 +29,6 @@ class MicroKernel:
     #: (BM, BN, BK) block tile of the ``gemm_*`` kernels: the host sizes the grid by it and
     #: refuses shapes that are not multiples of it.
     tile: tuple[int, int, int] | None = None
+    #: the most workgroups worth launching (a persistent kernel whose workgroups stride over the
+    #: tiles: one per SM); None launches one per tile
+    max_workgroups: int | None = None
