@@ -39,7 +39,7 @@ from halbench.compiler.codegen.tuning import Tuning, fold_groups
 __all__ = ["attention_shape", "plan_attention"]
 
 #: Keys per shared-memory tile.
-TILE_KEYS = 32
+TILE_KEYS = 128
 
 
 def _pow2_floor(x: int) -> int:
