@@ -406,48 +406,77 @@ def _schedule(g: Graph, options: CompileOptions, executables: list[ExecutableDec
     gathering = [i for i, d in enumerate(g.ops) if uses_extract(d)]
     if gathering:
         buffer("status", BINDING_ALIGNMENT * len(gathering), "status", "status")
-    # Split-K GEMMs take a scratch range (kernels.GemmSplit: counters that start at zero and
-    # that the kernel leaves at zero, then partial sums, written and read within the dispatch),
-    # after the status slot: disjoint ranges between two barriers (those dispatches may run at
-    # once), the same memory again after a barrier, so the buffer is as large as the largest
-    # group between barriers, not the sum over the model; its size is set after the steps.
     splits = {i: sp for i, d in enumerate(g.ops) if (sp := gemm_split(d, g)) is not None}
-    scratch_top = scratch_size = 0
-    if splits:
-        buffer("scratch", 0, "scratch", "scratch")
 
     def where(v: str) -> tuple[int, int]:
         key, off = g.storage[g.root(v)]
         return ids[key], off
 
-    steps: list[Any] = []
-    pending_w: list[tuple[int, int, int]] = []
-    pending_r: list[tuple[int, int, int]] = []
-
     def overlaps(a: tuple[int, int, int], rs: list[tuple[int, int, int]]) -> bool:
         return any(a[0] == b[0] and a[1] < b[2] and b[1] < a[2] for b in rs)
 
-    for i, d in enumerate(g.ops):
-        binds = []
-        reads, writes = [], []
+    # Where barriers go: before a dispatch that depends on one since the last barrier.
+    tensor_binds: list[list[BufferRange]] = []
+    barrier_before: list[bool] = []
+    pending_w: list[tuple[int, int, int]] = []
+    pending_r: list[tuple[int, int, int]] = []
+    for d in g.ops:
+        binds, reads, writes = [], [], []
         for k, v in enumerate(d.inputs + d.outputs):
             bid, off = where(v)
             n = max(g.types[v].nbytes, 4)  # an empty tensor is still bound (to a word nobody reads)
             binds.append(BufferRange(bid, off, n))
             (reads if k < len(d.inputs) else writes).append((bid, off, off + n))
-        # A barrier only where this dispatch depends on one since the last barrier.
-        if any(overlaps(r, pending_w) for r in reads) or any(overlaps(w, pending_w + pending_r) for w in writes):
-            steps.append(BarrierStep())
+        cut = any(overlaps(r, pending_w) for r in reads) or any(overlaps(w, pending_w + pending_r) for w in writes)
+        if cut:
             pending_w, pending_r = [], []
-            scratch_top = 0
         pending_r += reads
         pending_w += writes
+        tensor_binds.append(binds)
+        barrier_before.append(cut)
+
+    # Split-K scratch (kernels.GemmSplit: f32 partial sums, then uint32 tile counters that start
+    # at zero and that the kernel leaves at zero), after the status slot, in slots: the k-th split
+    # dispatch after a barrier takes slot k (dispatches between two barriers may run at once, so
+    # they take different slots; after a barrier the slots are used again). A slot is its largest
+    # partial-sum region, then its largest counter region; every dispatch of the slot binds the
+    # range that ends its partial sums where the slot's counters begin, so a counter word only
+    # ever holds a counter (zero between runs), never an earlier dispatch's partial sums. The
+    # buffer is as large as the slots, not the sum over the model (ResNet-50 b8: ~16 MB, not 400).
+    slot_of: dict[int, int] = {}
+    slot_p: list[int] = []  # per slot: the largest partial-sum bytes
+    slot_c: list[int] = []  # ... and the largest counter bytes
+    k_in_group = 0
+    for i in range(len(g.ops)):
+        if barrier_before[i]:
+            k_in_group = 0
+        if i in splits:
+            sp = splits[i]
+            if k_in_group == len(slot_p):
+                slot_p.append(0)
+                slot_c.append(0)
+            slot_of[i] = k_in_group
+            slot_p[k_in_group] = max(slot_p[k_in_group], sp.partial_bytes)
+            slot_c[k_in_group] = max(slot_c[k_in_group], sp.counter_bytes)
+            k_in_group += 1
+    slot_base, total = [], 0
+    for p_bytes, c_bytes in zip(slot_p, slot_c):
+        slot_base.append(total)
+        total += -(-(p_bytes + c_bytes) // BINDING_ALIGNMENT) * BINDING_ALIGNMENT
+    if splits:
+        buffer("scratch", total, "scratch", "scratch")
+
+    steps: list[Any] = []
+    for i, d in enumerate(g.ops):
+        binds = list(tensor_binds[i])
+        if barrier_before[i]:
+            steps.append(BarrierStep())
         if i in gathering:
             binds.append(BufferRange(ids["status"], BINDING_ALIGNMENT * gathering.index(i), 16))
         if i in splits:
-            binds.append(BufferRange(ids["scratch"], scratch_top, splits[i].nbytes))
-            scratch_top += -(-splits[i].nbytes // BINDING_ALIGNMENT) * BINDING_ALIGNMENT
-            scratch_size = max(scratch_size, scratch_top)
+            k = slot_of[i]
+            binds.append(BufferRange(ids["scratch"], slot_base[k] + slot_p[k] - splits[i].partial_bytes,
+                                     splits[i].nbytes))
         flops, nbytes = g.costs.get(i, (0, 0))
         # What each kernel touches: its tensors whole, the status slot's two words, the split-K
         # scratch whole; the runtime refuses a bundle whose ranges are shorter (bundle/check.py).
@@ -456,9 +485,6 @@ def _schedule(g: Graph, options: CompileOptions, executables: list[ExecutableDec
                         for k, r in enumerate(binds))
         steps.append(DispatchStep(i, tuple(binds), d.attrs["name"], flops, nbytes, touched,
                                   tuple(d.attrs.get("nodes") or ())))
-    if splits:
-        old = buffers[ids["scratch"]]
-        buffers[old.id] = BufferDecl(old.id, scratch_size, old.kind, old.name)
     copies = []
     for spec, (user, v) in zip(outputs, g.outputs):
         bid, off = where(v)

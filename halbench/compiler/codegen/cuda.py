@@ -85,7 +85,7 @@ def _render(plan: Plan, d: Any, g: Graph, lang: Lang, header: str) -> str:
         bindings.append({"i": i, "stype": _STYPE[dt], "input": i < len(disp.inputs)})
     if plan.status:  # the gather bounds status slot (kernels.Plan.status)
         bindings.append({"i": len(disp.values), "stype": "unsigned int", "input": False})
-    if plan.scratch:  # split-K counters and partial sums (kernels.GemmSplit)
+    if plan.scratch:  # split-K partial sums and counters (kernels.GemmSplit)
         bindings.append({"i": len(disp.values) + plan.status, "stype": "unsigned int", "input": False})
     # The matrix GEMM needs mma.h (and cuda_bf16.h) on top of the language's header.
     header = "\n".join((header, *plan.ctx.get("includes", ())))

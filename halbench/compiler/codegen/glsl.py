@@ -132,7 +132,7 @@ def glsl_sources(d: Any, g: Graph, target: Any = None, abis: Sequence[str] = ("b
     if plan.status:  # the gather bounds status slot (kernels.Plan.status)
         bindings.append({"i": len(disp.values), "stype": "uint", "access": "writeonly", "vec4": False,
                          "align": 4, "vtype": "vec4"})
-    if plan.scratch:  # split-K counters and partial sums (kernels.GemmSplit), read across workgroups
+    if plan.scratch:  # split-K partial sums and counters (kernels.GemmSplit), read across workgroups
         bindings.append({"i": len(disp.values) + plan.status, "stype": "uint", "access": "coherent",
                          "vec4": False, "align": 4, "vtype": "vec4"})
     sources = {}

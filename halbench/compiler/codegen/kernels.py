@@ -834,7 +834,8 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
     ctx = {"BM": tiles.bm, "BN": tiles.bn, "BK": tiles.bk, "TM": tiles.tm, "TN": tiles.tn,
            "TX": tiles.bn // tiles.tn, "TY": tiles.bm // tiles.tm, "WG": tiles.threads, "PAD": 4,
            "SPLIT": slices, "DEPTH": depth, "GX": gx, "GY": gy,
-           "SB": len(c.d.values) + uses_extract(c.d), "PART": sp.counters if sp is not None else 0,
+           "SB": len(c.d.values) + uses_extract(c.d), "PART": 0,
+           "CTR": sp.partial_words if sp is not None else 0,
            "ROUND": round_expr(c.L, precision), **problem}
     # Threads own runs of 4 rows / columns (cfg.runs) and read each run as one 16-byte shared
     # load (VEC) where the tile allows; WGSL keeps scalar reads.
@@ -1008,9 +1009,11 @@ def plan_dispatch(d: Any, g: Graph, t: Tuning, lang: Lang) -> Plan:
 
 @dataclass(frozen=True)
 class GemmSplit:
-    """A split-K GEMM's scratch binding and the rule's slices: ``counters`` uint32 words (one per
-    output tile of the finest tiling, zero before and after every run) then ``room x batch x M x
-    N`` f32 partial sums. ``slices`` / ``depth``: what the rule picks (tuning.split_k; 1 / K: it
+    """A split-K GEMM's scratch binding and the rule's slices: ``room x batch x M x N`` f32
+    partial sums (padded to a binding alignment), then ``counters`` uint32 words (one per output
+    tile of the finest tiling, zero before and after every run; also padded). The counters come
+    last so that the schedule can give every dispatch of a scratch slot the same counter words
+    (compile._schedule). ``slices`` / ``depth``: what the rule picks (tuning.split_k; 1 / K: it
     runs unsplit unless a tuned configuration splits it); ``room``: the most slices any variant
     may use (tuning.split_k_room, at least ``slices``)."""
 
@@ -1024,8 +1027,21 @@ class GemmSplit:
     room: int = 0
 
     @property
+    def partial_words(self) -> int:
+        """The partial sums' words, padded to 64 (256 bytes: the binding alignment)."""
+        return -(-(max(self.room, self.slices) * self.batch * self.m * self.n) // 64) * 64
+
+    @property
+    def partial_bytes(self) -> int:
+        return 4 * self.partial_words
+
+    @property
+    def counter_bytes(self) -> int:
+        return 4 * self.counters
+
+    @property
     def nbytes(self) -> int:
-        return 4 * (self.counters + max(self.room, self.slices) * self.batch * self.m * self.n)
+        return self.partial_bytes + self.counter_bytes
 
 
 def _gemm_dims(op: Op, g: Graph) -> tuple[int, int, int, int]:

@@ -78,7 +78,7 @@ class Lang:
 
     vec4 = "float4"
 
-    # -- split-K scratch (kernels.GemmSplit): uint32 counters then f32 partial sums, visible
+    # -- split-K scratch (kernels.GemmSplit): f32 partial sums then uint32 counters, visible
     #    device-wide; the fence orders a workgroup's stores before its counter increment -------
     scratch_ok = True  # the language has a device-scope fence (WGSL does not)
     scratch_fence = "__threadfence();"
