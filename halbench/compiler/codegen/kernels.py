@@ -860,6 +860,8 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
     ctx["PIX"] = portable if portable is not None and not stages and c.L.name == "glsl" else None
     if ctx["PIX"] is not None:
         helpers = [h for h in helpers if h[1] != "hb_im2col"]
+        # element e of a thread is column (lid + e * WG) % BN: PIXN distinct ones, e's is e % PIXN
+        ctx["PIXN"] = tiles.bn // math.gcd(tiles.threads, tiles.bn)
     if stages:
         ctx.update(_async_ctx(srcs, tiles))
         helpers = [h for h in helpers if h[1] != "hb_im2col"]
