@@ -857,7 +857,7 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
     # The register-staged path (Vulkan) reads an NCHW conv's B through PIX: per owned column the
     # pixel decomposed once before the K loop, per step only the filter tap (not hb_im2col's
     # six divisions per element and step). GLSL only: HIP, WGSL and CUDA sm_75 keep hb_im2col.
-    ctx["PIX"] = portable if portable is not None and not stages and c.L.name == "glsl" else None
+    ctx["PIX"] = portable if portable is not None and not stages and c.L.name in _PIX_LANGS else None
     if ctx["PIX"] is not None:
         helpers = [h for h in helpers if h[1] != "hb_im2col"]
         # element e of a thread is column (lid + e * WG) % BN: PIXN distinct ones, e's is e % PIXN
@@ -881,6 +881,11 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
     p.gemm = {"problem": config_problem(c.d.root, c.g.types), "key": key, "config": cfg.to_dict(),
               "source": source}
     return p
+
+
+#: The languages whose register-staged GEMM reads an NCHW conv's B through gemm.j2's PIX (its
+#: code is GLSL; CUDA C accepts it too, for register counts by ptxas off the GPU).
+_PIX_LANGS = ("glsl",)
 
 
 def _portable_im2col(nb: int, g_off: str, hw: tuple[int, int], ohw: tuple[int, int], kk: tuple[int, int],
