@@ -914,8 +914,8 @@ def _portable_im2col(nb: int, g_off: str, hw: tuple[int, int], ohw: tuple[int, i
         tap = ["int ci = k; int ki = 0; int kj = 0;"]
     else:
         # k >= 0: unsigned divisions by the constants (no sign fix-up)
-        tap = [f"int ci = int(uint(k) / {kh * kw}u); int r = k - ci * {kh * kw}; int ki = int(uint(r) / {kw}u); "
-               f"int kj = r - ki * {kw};"]
+        tap = [f"int ci = int(uint(k) / {kh * kw}u); int r = k - ci * {kh * kw};",
+               f"int ki = int(uint(r) / {kw}u); int kj = r - ki * {kw};"]
     tap.append(f"int o = xb + ci * {h * w} + ki * {dl[0] * w} + kj * {dl[1]};")
     cond = None
     if padded:
