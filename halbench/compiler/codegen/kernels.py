@@ -649,6 +649,7 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
     srcs: dict[str, dict[str, Any]] = {}
     b_run: tuple[str, int] | None = None  # (offset of B[k][n], run length along n) of a 1x1 conv
     im2col: dict[str, Any] | None = None  # an NCHW conv's B loads, split in pixel and tap parts
+    portable: dict[str, Any] | None = None  # the same split for the register-staged GEMM (_portable_im2col)
     if op.kind in ("matmul", "batch_matmul"):
         sa, sb = c.shape(ia), c.shape(ib)
         batch = out_shape[0] if op.kind == "batch_matmul" else 1
@@ -735,6 +736,8 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
                            f"ox * {st[1]} - {pads[1]}, oy * {st[0]} - {pads[0]}, ox * {st[1]} - {pads[1]});")
                 tap = ["int2 v = hb_ktab[k];", "int ih = p.y + (v.y >> 16); int iw = p.z + (v.y & 0xffff);",
                        f"return (uint(ih) < {h}u && uint(iw) < {w}u) ? p.x + v.x : -1;"]
+            portable = _portable_im2col(nb=g * cin * h * w, g_off=g_off, hw=(h, w), ohw=(oh, ow), kk=(kh, kw), st=st,
+                                   dl=dl, pads=pads, pad=pad_v, load=c.L.load(ia, c.dtype(ia), "o"))
             srcs = {"a": {"kind": "dense", "buf": f"B{ib}", "off": f"{'b * ' + str(f * k) + ' + ' if pre else ''}m * {k} + k",
                           "vec": False, "dtype": c.dtype(ib)},
                     # a 1x1 stride-1 unpadded convolution reads 4 neighbouring pixels of one channel
@@ -852,6 +855,14 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
         shared = [("float", "As", sa), ("float", "Bs", sb)]
     stages = gemm_stages(t, tiles) if _async_ok(c, srcs, precision, a.get("pad_value", 0.0)) else 0
     ctx["ASYNC"] = stages
+    # The register-staged path (Vulkan) reads an NCHW conv's B through PIX: per owned column the
+    # pixel decomposed once before the K loop, per step only the filter tap (not hb_im2col's
+    # six divisions per element and step). GLSL only: HIP, WGSL and CUDA sm_75 keep hb_im2col.
+    ctx["PIX"] = portable if portable is not None and not stages and c.L.name in _PIX_LANGS else None
+    if ctx["PIX"] is not None:
+        helpers = [h for h in helpers if h[1] != "hb_im2col"]
+        # element e of a thread is column (lid + e * WG) % BN: PIXN distinct ones, e's is e % PIXN
+        ctx["PIXN"] = tiles.bn // math.gcd(tiles.threads, tiles.bn)
     if stages:
         ctx.update(_async_ctx(srcs, tiles))
         helpers = [h for h in helpers if h[1] != "hb_im2col"]
@@ -871,6 +882,47 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
     p.gemm = {"problem": config_problem(c.d.root, c.g.types), "key": key, "config": cfg.to_dict(),
               "source": source}
     return p
+
+
+#: The languages whose register-staged GEMM reads an NCHW conv's B through gemm.j2's PIX (its
+#: code is GLSL; CUDA C accepts it too, for register counts by ptxas off the GPU).
+_PIX_LANGS = ("glsl",)
+
+
+def _portable_im2col(nb: int, g_off: str, hw: tuple[int, int], ohw: tuple[int, int], kk: tuple[int, int],
+                     st: list[int], dl: list[int], pads: list[int], pad: str, load: str) -> dict[str, Any] | None:
+    """gemm.j2's PIX: an NCHW convolution's im2col operand B[k][n] for the register-staged GEMM,
+    split in a pixel part (``pix``: from ``n``, the thread's fixed column, computed once before
+    the K loop) and a tap part (``tap``: from ``k`` each step). The pixel part is two ints, ``xb``
+    (the offset of the pixel's top-left input element, outside the input where it is padding) and
+    ``xq`` (its input row and column, 16 bits each); where no tap can reach the padding (no pads)
+    the padding test and ``xq`` are left out, the reads being in range by the output's size. The
+    tap part ends in ``int o`` (the input offset), read where ``cond`` holds, else ``pad``.
+    None where the coordinates do not fit in 16 bits (hb_im2col then)."""
+    (h, w), (oh, ow), (kh, kw) = hw, ohw, kk
+    rows = (-pads[0], (oh - 1) * st[0] - pads[0])
+    cols = (-pads[1], (ow - 1) * st[1] - pads[1])
+    reach = (rows[1] + (kh - 1) * dl[0], cols[1] + (kw - 1) * dl[1])
+    if min(rows + cols) < -(1 << 15) + 1 or max(rows + cols + reach) >= (1 << 15) - 1:
+        return None
+    padded = min(rows + cols) < 0 or reach[0] >= h or reach[1] >= w
+    pix = [f"int nn = n / {oh * ow}; int oy = (n / {ow}) % {oh}; int ox = n % {ow};",
+           f"int ih0 = oy * {st[0]} - {pads[0]}; int iw0 = ox * {st[1]} - {pads[1]};",
+           f"int xb = nn * {nb}{g_off} + ih0 * {w} + iw0;"]
+    if padded:
+        pix.append("int xq = (ih0 << 16) | (iw0 & 0xffff);")
+    if kh * kw == 1:
+        tap = ["int ci = k; int ki = 0; int kj = 0;"]
+    else:
+        # k >= 0: unsigned divisions by the constants (no sign fix-up)
+        tap = [f"int ci = int(uint(k) / {kh * kw}u); int r = k - ci * {kh * kw};",
+               f"int ki = int(uint(r) / {kw}u); int kj = r - ki * {kw};"]
+    tap.append(f"int o = xb + ci * {h * w} + ki * {dl[0] * w} + kj * {dl[1]};")
+    cond = None
+    if padded:
+        tap.append(f"int ih = (xq >> 16) + ki * {dl[0]}; int iw = ((xq << 16) >> 16) + kj * {dl[1]};")
+        cond = f"uint(ih) < {h}u && uint(iw) < {w}u"
+    return {"pix": pix, "tap": tap, "cond": cond, "packed": padded, "pad": pad, "load": load}
 
 
 #: The largest im2col k table (8 bytes per k) in CUDA constant memory (64 KiB per module).
