@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 import halbench
@@ -78,7 +80,7 @@ def test_chain_orders_its_dispatches(device) -> None:
         assert mb.metrics["dispatches"] == 6 and prof.total_ns > 0
         times = prof.dispatches
         assert len(times) in (0, 6)
-        assert all(b.start_ns >= a.end_ns for a, b in zip(times, times[1:]))
+        assert all(b.start_ns >= a.end_ns for a, b in itertools.pairwise(times))
     finally:
         mb.close()
 
