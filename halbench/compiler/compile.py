@@ -356,6 +356,43 @@ def _random_seed(w: Any, i: int, options: CompileOptions,
     return hit[1] if hit and hit[0] == w.type.dtype else None
 
 
+def scratch_layout(dispatches: list[tuple[bool, tuple[int, int] | None]],
+                   align: int) -> tuple[dict[int, int], int]:
+    """Where each split-K dispatch's scratch range starts, and the scratch buffer's size.
+
+    ``dispatches``: per dispatch in order, (a barrier before it, its (partial-sum bytes, counter
+    bytes) or None where it does not split; both multiples of ``align``). Its range is its partial
+    sums, then its tile counters (kernels.GemmSplit), which start at zero and which the kernel
+    leaves at zero. The k-th split dispatch after a barrier takes slot k: dispatches between two
+    barriers may run at once, so they take different slots, and after a barrier the slots are
+    used again. A slot is its largest partial-sum region, then its largest counter region; every
+    dispatch of the slot binds the range that ends its partial sums where the slot's counters
+    begin, so a counter word only ever holds a counter (zero between runs) and never a partial sum
+    an earlier dispatch left (ResNet-50 b8: 16 MB, where disjoint ranges would take 396 MB)."""
+    slot_of: dict[int, int] = {}
+    slot_p: list[int] = []  # per slot: the largest partial-sum bytes
+    slot_c: list[int] = []  # ... and the largest counter bytes
+    k = 0
+    for i, (barrier, split) in enumerate(dispatches):
+        if barrier:
+            k = 0
+        if split is None:
+            continue
+        if k == len(slot_p):
+            slot_p.append(0)
+            slot_c.append(0)
+        slot_of[i] = k
+        slot_p[k] = max(slot_p[k], split[0])
+        slot_c[k] = max(slot_c[k], split[1])
+        k += 1
+    base, total = [], 0
+    for p_bytes, c_bytes in zip(slot_p, slot_c):
+        base.append(total)
+        total += -(-(p_bytes + c_bytes) // align) * align
+    starts = {i: base[k] + slot_p[k] - dispatches[i][1][0] for i, k in slot_of.items()}  # type: ignore[index]
+    return starts, total
+
+
 def _schedule(g: Graph, options: CompileOptions, executables: list[ExecutableDecl],
               members: dict[str, bytes], source: Mapping[str, Any],
               random_weights: Mapping[str, tuple[str, int]] | None = None) -> Manifest:
@@ -435,34 +472,10 @@ def _schedule(g: Graph, options: CompileOptions, executables: list[ExecutableDec
         tensor_binds.append(binds)
         barrier_before.append(cut)
 
-    # Split-K scratch (kernels.GemmSplit: f32 partial sums, then uint32 tile counters that start
-    # at zero and that the kernel leaves at zero), after the status slot, in slots: the k-th split
-    # dispatch after a barrier takes slot k (dispatches between two barriers may run at once, so
-    # they take different slots; after a barrier the slots are used again). A slot is its largest
-    # partial-sum region, then its largest counter region; every dispatch of the slot binds the
-    # range that ends its partial sums where the slot's counters begin, so a counter word only
-    # ever holds a counter (zero between runs), never an earlier dispatch's partial sums. The
-    # buffer is as large as the slots, not the sum over the model (ResNet-50 b8: ~16 MB, not 400).
-    slot_of: dict[int, int] = {}
-    slot_p: list[int] = []  # per slot: the largest partial-sum bytes
-    slot_c: list[int] = []  # ... and the largest counter bytes
-    k_in_group = 0
-    for i in range(len(g.ops)):
-        if barrier_before[i]:
-            k_in_group = 0
-        if i in splits:
-            sp = splits[i]
-            if k_in_group == len(slot_p):
-                slot_p.append(0)
-                slot_c.append(0)
-            slot_of[i] = k_in_group
-            slot_p[k_in_group] = max(slot_p[k_in_group], sp.partial_bytes)
-            slot_c[k_in_group] = max(slot_c[k_in_group], sp.counter_bytes)
-            k_in_group += 1
-    slot_base, total = [], 0
-    for p_bytes, c_bytes in zip(slot_p, slot_c):
-        slot_base.append(total)
-        total += -(-(p_bytes + c_bytes) // BINDING_ALIGNMENT) * BINDING_ALIGNMENT
+    # Split-K scratch, after the status slot: scratch_layout says where each split dispatch's range starts.
+    scratch_at, total = scratch_layout([(barrier_before[i], (splits[i].partial_bytes, splits[i].counter_bytes)
+                                         if i in splits else None) for i in range(len(g.ops))],
+                                       BINDING_ALIGNMENT)
     if splits:
         buffer("scratch", total, "scratch", "scratch")
 
@@ -474,9 +487,7 @@ def _schedule(g: Graph, options: CompileOptions, executables: list[ExecutableDec
         if i in gathering:
             binds.append(BufferRange(ids["status"], BINDING_ALIGNMENT * gathering.index(i), 16))
         if i in splits:
-            k = slot_of[i]
-            binds.append(BufferRange(ids["scratch"], slot_base[k] + slot_p[k] - splits[i].partial_bytes,
-                                     splits[i].nbytes))
+            binds.append(BufferRange(ids["scratch"], scratch_at[i], splits[i].nbytes))
         flops, nbytes = g.costs.get(i, (0, 0))
         # What each kernel touches: its tensors whole, the status slot's two words, the split-K
         # scratch whole; the runtime refuses a bundle whose ranges are shorter (bundle/check.py).

@@ -17,6 +17,8 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
 from halbench.bundle import read_bundle
@@ -299,3 +301,35 @@ def test_cuda_source_of_a_tuned_deeper_split_compiles_with_nvrtc(tmp_path: Path)
     assert {v.format for v in variants} == {"cuda-cubin-v1", "cuda-ptx-v1"}
     assert all(v.workgroups[2] == 8 and v.gemm["source"] == "tuned" and v.gemm["config"]["split"] == 8
                for v in variants)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.one_of(st.none(), st.tuples(st.integers(1, 64), st.integers(1, 8)))),
+                max_size=40))
+def test_scratch_layout_keeps_counter_words_counters(raw) -> None:
+    """For any order of split dispatches and barriers: ranges fit the buffer and are aligned,
+    dispatches between two barriers never overlap, and no dispatch's counter words are any
+    dispatch's partial-sum words (what broke zoo SqueezeNet when counters came first)."""
+    from halbench.compiler.compile import scratch_layout
+
+    align = 256
+    seq = [(b, (sp[0] * align, sp[1] * align) if sp is not None else None) for b, sp in raw]
+    starts, total = scratch_layout(seq, align)
+    assert set(starts) == {i for i, (_, sp) in enumerate(seq) if sp is not None}
+    partials, counters = {}, {}
+    for i, at in starts.items():
+        p, c = seq[i][1]
+        assert at % align == 0 and 0 <= at and at + p + c <= total
+        partials[i], counters[i] = (at, at + p), (at + p, at + p + c)
+    for i in starts:
+        for j in starts:
+            assert not (counters[i][0] < partials[j][1] and partials[j][0] < counters[i][1])
+    group = 0
+    groups: dict[int, int] = {}
+    for i, (barrier, _) in enumerate(seq):
+        group += barrier
+        groups[i] = group
+    for i in starts:
+        for j in starts:
+            if i < j and groups[i] == groups[j]:
+                assert starts[i] + sum(seq[i][1]) <= starts[j] or starts[j] + sum(seq[j][1]) <= starts[i]
