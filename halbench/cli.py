@@ -642,7 +642,7 @@ def tune_cmd(sources: tuple[str, ...], device_uri: str | None, target: str | Non
     run = tune(problems, device_uri, target=target, budget_s=budget_s, samples=samples, warmup=warmup,
                warmup_s=warmup_s, max_candidates=max_candidates, jobs=jobs, log=log,
                on_problem=lambda so_far: save_run(so_far, output),  # a run cut short keeps its results
-               cache=output)  # re-tuning starts from what the output cache holds
+               cache=output, seed=True)  # re-tuning starts from what the output cache holds
     save_run(run, output)
     if fmt == "json":
         click.echo(json.dumps(run.to_dict(), indent=2))

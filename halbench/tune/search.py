@@ -295,12 +295,14 @@ def _target(api: str, target: str | None, uri: str) -> tuple[str, Any]:
 def tune(problems: dict[str, GemmProblemDoc], device_uri: str, *, target: str | None = None,
          budget_s: float = 60.0, samples: int = 10, warmup: int = 3, max_candidates: int = 24,
          jobs: int = 8, warmup_s: float = 0.2, log: Callable[[str], None] | None = None,
-         on_problem: Callable[[TuneRun], None] | None = None, cache: str | None = None) -> TuneRun:
+         on_problem: Callable[[TuneRun], None] | None = None, cache: str | None = None,
+         seed: bool = False) -> TuneRun:
     """Tune every problem on ``device_uri`` within about ``budget_s`` seconds in all (the rule's
     configuration of each is always measured). ``on_problem`` gets the run so far after each
-    problem (the CLI saves it, so a run cut short keeps what it measured). ``cache``: a tuning
-    cache (directory or file) whose configuration for a problem, where it has one, is measured
-    right after the rule and searched around: re-tuning starts from what was found before."""
+    problem (the CLI saves it, so a run cut short keeps what it measured). With ``seed``, the
+    configuration that the tuning cache ``cache`` (directory or file; None: the default one, as
+    save_run) holds for a problem is measured right after the rule and searched around:
+    re-tuning starts from what was found before."""
     from halbench.compiler.backends import backend_for_driver
     from halbench.compiler.codegen.kernels import gemm_split
     from halbench.drivers import create_device, select_device
@@ -312,7 +314,13 @@ def tune(problems: dict[str, GemmProblemDoc], device_uri: str, *, target: str | 
                         f"cuda://, hip:// or webgpu:// device")
     spec, tgt = _target(api, target, info.uri)
     t = tuning_for(tgt, api)
-    seeds = _cached_configs(api, tgt.name, cache)
+    seeds: dict[str, GemmConfig] = {}
+    if seed:  # the cache the run merges into (a file not written yet holds nothing)
+        from halbench.compiler.tuning_cache import cache_file, configs_for
+
+        path = cache_file(api, tgt.name, cache)
+        if path is not None and path.exists():
+            seeds = configs_for(api, tgt.name, path)
     say = log or (lambda s: None)
     start = time.perf_counter()
     results: list[ProblemResult] = []
@@ -361,18 +369,6 @@ def tune(problems: dict[str, GemmProblemDoc], device_uri: str, *, target: str | 
                 say(f"{i + 1}/{len(problems)} {key}: rule {_ms(rule.time_ns)}, best {_ms(best and best.time_ns)} "
                     f"({best.config.label() if best else '-'}), {len(res.tried)} tried")
     return TuneRun(api, tgt.name, info.uri, results)
-
-
-def _cached_configs(api: str, target: str, where: str | None) -> dict[str, GemmConfig]:
-    """The configurations a tuning cache at ``where`` holds for ``api`` / ``target`` (none when
-    ``where`` is None or names no file yet)."""
-    from halbench.compiler.tuning_cache import cache_file, read_cache
-
-    path = cache_file(api, target, where) if where is not None else None
-    if path is None or not path.exists():
-        return {}
-    doc = read_cache(path)
-    return {k: GemmConfig(**e.config.model_dump()) for k, e in doc.entries.items()}
 
 
 def _ms(ns: float | None) -> str:

@@ -67,3 +67,18 @@ def compile_for(api: str, path: Path, tmp: Path, **options: object) -> Path:
     bundle = tmp / (path.stem + ".hbx")
     compile_model(path, CompileOptions(target_devices=(api, "local"), **options)).write(bundle)
     return bundle
+
+
+def forced_gemm_tuning(t: Any, d: Any, g: Any, cfg: Any) -> Any:
+    """``t`` with ``cfg`` as the measured configuration of dispatch ``d``'s GEMM (its split set to
+    what the rule reserves, so the forced tiles run wherever the schedule splits the GEMM)."""
+    import dataclasses
+
+    from halbench.compiler.codegen.kernels import gemm_split
+    from halbench.compiler.codegen.tuning import config_problem, problem_key
+
+    sp = gemm_split(d, g)
+    if sp is not None:
+        cfg = dataclasses.replace(cfg, split=sp.slices)
+    key = problem_key(config_problem(d.attrs["root"], g.types))
+    return dataclasses.replace(t, gemm_configs=((key, cfg),))

@@ -176,11 +176,15 @@ def test_minilm_attention_blocks_are_one_dispatch_each(tmp_path: Path) -> None:
     assert {(a["bh"], a["m"], a["n"], a["dk"], a["dv"]) for a in att} == {(12, 128, 128, 32, 32)}
 
 
-def test_minilm_matches_onnxruntime_on_local_and_vulkan(vk, tmp_path: Path) -> None:
+@pytest.mark.parametrize("abi", ["bda", "descriptors"])
+def test_minilm_matches_onnxruntime_on_local_and_vulkan(vk, tmp_path: Path, abi: str) -> None:
+    """MiniLM with its attention fused and its Q / K / V GEMMs merged (read in place through
+    the merged result) on both Vulkan dispatch ABIs."""
     zoo = pytest.importorskip("halbench.bench.zoo")
     path = _minilm(tmp_path, 16)
     feeds = zoo.make_inputs("minilm-l6", seq=16)
-    cm = compile_model(path, CompileOptions(target_devices=("vulkan", "local"), targets={"vulkan": "lavapipe"}))
+    cm = compile_model(path, CompileOptions(target_devices=("vulkan", "local"), targets={"vulkan": "lavapipe"},
+                                            backend_options={"vulkan-dispatch-abi": abi}))
     assert _names(cm).count("attention:flash") == 6
     bundle = tmp_path / "minilm.hbx"
     cm.write(bundle)

@@ -19,10 +19,11 @@ import pytest
 
 from halbench.compiler.codegen.cuda import cuda_source
 from halbench.compiler.codegen.kernels import gemm_split, uses_extract
-from halbench.compiler.codegen.tuning import GemmConfig, config_problem, problem_key, tuning_for
+from halbench.compiler.codegen.tuning import GemmConfig, tuning_for
 from halbench.compiler.codegen.variant import GpuVariant
 from halbench.hal import EntryPoint
 from tests.compiler import codegen_cases as cc
+from tests.compiler.helpers import forced_gemm_tuning
 from tests.compiler.test_codegen_vulkan import RTOL, rel_err, run_variant
 
 CASES = {
@@ -55,14 +56,7 @@ CONFIGS = {None: None, "128x128x8": GemmConfig(128, 128, 8, 8, 8, 1, True),
 
 def _tuning(arch: str, d, g, config: str | None):
     t = tuning_for(arch, "cuda")
-    if CONFIGS[config] is None:
-        return t
-    cfg = CONFIGS[config]
-    sp = gemm_split(d, g)
-    if sp is not None:
-        cfg = dataclasses.replace(cfg, split=sp.slices)
-    key = problem_key(config_problem(d.attrs["root"], g.types))
-    return dataclasses.replace(t, gemm_configs=((key, cfg),))
+    return t if CONFIGS[config] is None else forced_gemm_tuning(t, d, g, CONFIGS[config])
 
 
 def _variant(d, g, arch: str, config: str | None = None) -> tuple[GpuVariant, str]:

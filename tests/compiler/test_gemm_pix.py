@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 
 from halbench.compiler.codegen.glsl import generate_vulkan, glsl_sources
-from halbench.compiler.codegen.kernels import gemm_split
-from halbench.compiler.codegen.tuning import GemmConfig, config_problem, problem_key, tuning_for
+from halbench.compiler.codegen.tuning import GemmConfig, tuning_for
 from tests.compiler import codegen_cases as cc
+from tests.compiler.helpers import forced_gemm_tuning
 from tests.compiler.test_codegen_vulkan import RTOL, rel_err
 from tests.compiler.test_gemm_async import _run
 
@@ -46,14 +46,7 @@ CONFIGS = {None: None, "32x64x8": GemmConfig(32, 64, 8, 8, 8), "48x32x8": GemmCo
 
 def _tuning(d, g, config: str | None):
     t = tuning_for("llvmpipe", "vulkan")
-    if CONFIGS[config] is None:
-        return t
-    cfg = CONFIGS[config]
-    sp = gemm_split(d, g)
-    if sp is not None:
-        cfg = dataclasses.replace(cfg, split=sp.slices)
-    key = problem_key(config_problem(d.attrs["root"], g.types))
-    return dataclasses.replace(t, gemm_configs=((key, cfg),))
+    return t if CONFIGS[config] is None else forced_gemm_tuning(t, d, g, CONFIGS[config])
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

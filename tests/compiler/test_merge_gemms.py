@@ -73,21 +73,6 @@ def test_minilm_qkv_is_one_gemm_per_layer_and_attention_still_fuses(tmp_path: Pa
             assert picks == [0, 1, 2] and len({on.root(t.inputs[0]) for t in a["loads"].values()}) == 1
 
 
-def test_minilm_matches_onnxruntime_on_local_and_vulkan(vk, tmp_path: Path) -> None:
-    zoo = pytest.importorskip("halbench.bench.zoo")
-    path = tmp_path / "minilm16.onnx"
-    zoo.save("minilm-l6", str(path), seq=16)
-    feeds = zoo.make_inputs("minilm-l6", seq=16)
-    cm = compile_model(path, CompileOptions(target_devices=("vulkan", "local"), targets={"vulkan": "lavapipe"},
-                                            backend_options={"vulkan-dispatch-abi": "descriptors"}))
-    assert _names(cm).count("attention:flash") == 6
-    bundle = tmp_path / "minilm.hbx"
-    cm.write(bundle)
-    ref = onnx_reference(path, feeds)
-    _check(run_local(bundle, feeds), ref, "minilm-l6 seq 16 on local-sync://")
-    _check(run_local(bundle, feeds, "vulkan://"), ref, "minilm-l6 seq 16 on vulkan://")
-
-
 # -- a torch.onnx-exported BERT-style self-attention --------------------------------------------
 
 def _self_attention(tmp: Path, manual: bool) -> tuple[Path, dict[str, np.ndarray]]:

@@ -19,10 +19,10 @@ from halbench.bundle.manifest_schema import GemmProblemDoc
 from halbench.cli import main
 from halbench.compiler.codegen.tuning import GemmConfig, problem_key, tuning_for
 from halbench.compiler.compile import CompileOptions
-from halbench.compiler.tuning_cache import read_cache
+from halbench.compiler.tuning_cache import read_cache, update_cache
 from halbench.tune import candidates, load_problems, measure_bundle
 from halbench.tune.problems import build_graph, reference
-from halbench.tune.search import _cached_configs, _compile, split_counts
+from halbench.tune.search import _compile, split_counts
 from tests.compiler.helpers import device_or_skip, onnx_reference, rel_err, run_local
 
 RNG = np.random.default_rng(3)
@@ -78,9 +78,6 @@ def test_tune_writes_the_cache_and_compile_uses_it(mlp: Path, tmp_path: Path) ->
     assert len(files) == 1 and files[0] == Path(report["cache"])
     doc = read_cache(files[0])  # the schema holds
     assert doc.api == "vulkan" and doc.target == report["target"] and set(doc.entries) == keys
-    # Re-tuning into the same cache starts from what it holds: those configurations come back.
-    seeds = _cached_configs("vulkan", doc.target, str(cache))
-    assert {k: c.to_dict() for k, c in seeds.items()} == {k: e.config.model_dump() for k, e in doc.entries.items()}
     # Compiling again takes the cached configurations, says so per variant, and still computes
     # what onnxruntime computes.
     tuned = tmp_path / "tuned.hbx"
@@ -117,6 +114,28 @@ def test_tune_writes_the_cache_and_compile_uses_it(mlp: Path, tmp_path: Path) ->
 def _square(transpose_b: bool = False) -> GemmProblemDoc:
     return GemmProblemDoc.model_validate({"kind": "matmul", "dtype": "f32", "a": [96, 96], "b": [96, 96],
                                           "out": [96, 96], "attrs": {"transpose_b": transpose_b}})
+
+
+def test_re_tuning_measures_what_the_cache_holds(mlp: Path, tmp_path: Path) -> None:
+    """With ``seed`` (what ``halbench tune --output`` does), the configuration a cache holds for
+    a problem is measured right after the rule even when no search stage runs; without it, not."""
+    uri = device_or_skip("vulkan://")
+    problems = load_problems(mlp, "vulkan")
+    key = min(problems)
+    from halbench.tune import tune
+
+    probe = tune({key: problems[key]}, uri, budget_s=10, samples=1, warmup=0, max_candidates=0)
+    rule = probe.results[0].rule.config
+    seed = next(c for c in (GemmConfig(32, 32, 16, 2, 2), GemmConfig(64, 64, 16, 4, 4)) if c != rule)
+    cache = tmp_path / f"vulkan-{probe.target}.json"
+    update_cache(cache, "vulkan", probe.target, {key: {
+        "problem": problems[key].model_dump(), "config": seed.to_dict(), "rule": rule.to_dict(),
+        "device": uri, "measured_at": "2026-11-25T00:00:00Z", "time_ns": 1.0, "rule_time_ns": 1.0,
+        "candidates": 1}})
+    for seeded in (True, False):
+        res = tune({key: problems[key]}, uri, budget_s=10, samples=1, warmup=0, max_candidates=0,
+                   cache=str(cache), seed=seeded).results[0]
+        assert any(m.config == seed for m in res.tried) == seeded
 
 
 def test_a_wrong_result_is_discarded(tmp_path: Path) -> None:
