@@ -113,7 +113,8 @@ def generate_cuda(d: Any, g: Graph, target: Any = None, *, formats: Sequence[str
     plan, src = cuda_source(d, g, tuning=t)
     disp = as_dispatch(d)
     name = re.sub(r"[^A-Za-z0-9_]+", "_", disp.name)
-    entry = EntryPoint("main", len(disp.values) + plan.status + plan.scratch, 0, plan.workgroup_size)
+    entry = EntryPoint("main", len(disp.values) + plan.status + plan.scratch, 0, plan.workgroup_size,
+                       plan.dynamic_shared)
     out = []
     for fmt in formats:
         try:

@@ -35,6 +35,7 @@ from halbench.compiler.codegen.tuning import (
     gemm_stages,
     gemm_tiles,
     mma_fragment,
+    mma_sync_dynamic,
     mma_sync_ok,
     mma_sync_takes_split,
     mma_sync_tiles,
@@ -101,6 +102,9 @@ class Plan:
     #: a scalar f32 GEMM's problem, configuration and where it came from ("tuned" or "rule"),
     #: recorded per variant in the bundle's manifest
     gemm: dict[str, Any] | None = None
+    #: bytes of dynamic shared memory the kernel takes (CUDA: EntryPoint.dynamic_shared_bytes;
+    #: the kernel declares it ``extern __shared__`` and carves its arrays itself)
+    dynamic_shared: int = 0
 
 
 class _Ctx:
@@ -713,7 +717,9 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
                              f"ihb * {w} + iwb;")],
                       "k": [f"int ci = k / {kh * kw};", f"int kh_ = ((k / {kw}) % {kh}) * {dl[0]};",
                             f"int kw_ = (k % {kw}) * {dl[1]};", f"int kbase = ci * {h * w} + kh_ * {w} + kw_;"],
-                      "H": h, "W": w, "pad": pad_v, "load": c.L.load(ia, c.dtype(ia), "nbase + kbase")}
+                      "H": h, "W": w, "pad": pad_v, "load": c.L.load(ia, c.dtype(ia), "nbase + kbase"),
+                      # 4-byte cp.async of f32 elements (tf32), zero-filling the padding
+                      "buf": f"B{ia}", "zero": _zero(a.get("pad_value", 0.0)) and c.dtype(ia) == "f32"}
             out = ([f"(n / {oh * ow})", "b", "m", f"((n / {ow}) % {oh})", f"(n % {ow})"] if pre else
                    [f"(n / {oh * ow})", "m", f"((n / {ow}) % {oh})", f"(n % {ow})"])
             a_kc, b_nc = True, True
@@ -809,7 +815,7 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
     st_ = mma_sync_tiles(t, kind, m, n, k, batch) if frag is not None and mma_sync_ok(t) else None
     if st_ is not None:
         return _plan_mma_sync(c.L, st_, kind, precision != "fp32", problem, helpers, operands,
-                              vec_off, vec4_off, b_run, batch, im2col)
+                              vec_off, vec4_off, b_run, batch, im2col, mma_sync_dynamic(t, st_, kind))
     mt = mma_tiles(t, frag, m, n, k, batch) if frag is not None else None
     if mt is not None:
         ctx, shared = mma_context(c.L, mt, precision if precision != "fp32" else in_dt)
@@ -929,6 +935,12 @@ def _portable_im2col(nb: int, g_off: str, hw: tuple[int, int], ohw: tuple[int, i
 _KTAB_BYTES = 48 * 1024
 
 
+def _zero(pad_value: Any) -> bool:
+    """Whether a convolution's padding value is +0.0 (what a zero-filling copy writes)."""
+    pv = float(pad_value)
+    return pv == 0.0 and math.copysign(1.0, pv) > 0
+
+
 def _async_ok(c: _Ctx, srcs: dict[str, dict[str, Any]], precision: str, pad_value: Any) -> bool:
     """Whether the scalar GEMM of ``c`` may stage through cp.async (CUDA C only, sm_80+ decided by
     tuning.gemm_stages): both operands f32 and read as they are (no --precision rounding of the
@@ -937,8 +949,7 @@ def _async_ok(c: _Ctx, srcs: dict[str, dict[str, Any]], precision: str, pad_valu
         return False
     if any(src["dtype"] != "f32" for src in srcs.values()):
         return False
-    pv = float(pad_value)
-    return pv == 0.0 and math.copysign(1.0, pv) > 0
+    return _zero(pad_value)
 
 
 def _async_ctx(srcs: dict[str, dict[str, Any]], tiles: Any) -> dict[str, Any]:
@@ -956,12 +967,16 @@ def _async_ctx(srcs: dict[str, dict[str, Any]], tiles: Any) -> dict[str, Any]:
 def _plan_mma_sync(L: Lang, tiles: MmaTiles, kind: str, rounded: bool, problem: dict[str, Any],
                    helpers: list[tuple[str, str, str, list[str]]], operands: tuple[int, int],
                    vec_off: tuple[str | None, str | None], vec4_off: tuple[str | None, str | None],
-                   b_run: tuple[str, int] | None, batch: int, im2col: dict[str, Any] | None = None) -> Plan:
+                   b_run: tuple[str, int] | None, batch: int, im2col: dict[str, Any] | None = None,
+                   dynamic: int = 0) -> Plan:
     """The mma.sync GEMM (sm_80+, gemm_mma_sync.j2) and how it stages each operand: cp.async of
     16 bytes where the operand's runs are contiguous, aligned and already of the staged type
     (f16 / bf16 tensors; f32 ones under tf32, rounded as fragments are read), a float4 load
-    converted in registers for f32 ones under f16 / bf16, element loads otherwise."""
-    ctx, shared = mma_sync_context(tiles, kind)
+    converted in registers for f32 ones under f16 / bf16, element loads otherwise; an NCHW
+    convolution's B by its im2col pixel / tap split, copied element by element by 4-byte cp.async
+    under tf32 where the padding is zero. ``dynamic``: bytes of dynamic shared memory for the
+    stages (tuning.mma_sync_dynamic; 0: static arrays)."""
+    ctx, shared = mma_sync_context(tiles, kind, dynamic)
     ctx.update(problem)
     offs = vec4_off if rounded else vec_off  # runs of 4 f32 / 8 16-bit elements
     if b_run is not None and offs[1] is None and b_run[1] % (4 if rounded else 8) == 0:
@@ -980,11 +995,13 @@ def _plan_mma_sync(L: Lang, tiles: MmaTiles, kind: str, rounded: bool, problem: 
         # ResNet-50 b8 f16 on the H100: 2.62 -> 2.12 ms against element loads through hb_im2col
         nt = 32 if tiles.bn >= 128 else 16  # threads along n (coalesced), the rest along k
         if tiles.bn % nt == 0 and tiles.threads % nt == 0 and tiles.bk % (tiles.threads // nt) == 0:
-            modes["b"] = "im2col"
+            # tf32 B stages raw f32 (cvt.rna as fragments are read): cp.async where padding is 0
+            modes["b"] = "cpi" if kind == "tf32" and im2col.get("zero") else "im2col"
             ctx.update(I2C=im2col, NT=nt, KT=tiles.threads // nt)
     ctx.update(MODE=modes, PTR=ptrs, BASE=bases, VEC=widths, VEC4=vec4s)
     gx, gy = -(-problem["N"] // tiles.bn), -(-problem["M"] // tiles.bm)
-    p = Plan("gemm_mma_sync.j2", ctx, (tiles.threads, 1, 1), (gx, gy, batch), shared, helpers=helpers)
+    p = Plan("gemm_mma_sync.j2", ctx, (tiles.threads, 1, 1), (gx, gy, batch), shared, helpers=helpers,
+             dynamic_shared=dynamic)
     p.vec4 = vec
     p.features.add("mma")
     return p

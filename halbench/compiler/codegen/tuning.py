@@ -36,6 +36,8 @@ __all__ = [
     "gemm_tiles",
     "matrix_shape",
     "mma_fragment",
+    "mma_sync_dynamic",
+    "mma_sync_fits",
     "mma_sync_ok",
     "mma_sync_takes_split",
     "mma_sync_tiles",
@@ -72,6 +74,10 @@ class Tuning:
     gemm_configs: tuple[tuple[str, GemmConfig], ...] = ()
     #: subgroup reductions (subgroupAdd, __shfl_xor_sync) may be used; never on WebGPU
     subgroup_arithmetic: bool = False
+    #: shared memory a CUDA kernel may take per block by opting in to dynamic shared memory
+    #: (EntryPoint.dynamic_shared_bytes; the target's opt-in limit, 227 KiB on the H100); 0 where
+    #: kernels keep static shared memory only (Vulkan, WebGPU, HIP, CUDA targets without opt-in)
+    dynamic_shared_bytes: int = 0
 
     @property
     def block(self) -> int:
@@ -191,9 +197,13 @@ def tuning_for(target: Any, api: str) -> Tuning:
         target = _targets.default_target(api) if target is None else _targets.resolve_target(api, target)
     sub = getattr(target, "subgroup_size", None) or 32
     inv = int(getattr(target, "max_workgroup_invocations", 1024) or 1024)
+    dynamic = 0
     if api in ("cuda", "hip") and getattr(target, "shared_memory_limit", None):
         # Static __shared__ arrays are limited to 48 KiB without opting in.
         shared = min(int(target.shared_memory_bytes or 48 * 1024), 48 * 1024)
+        if api == "cuda":  # beyond that, dynamic shared memory (the driver opts the kernel in)
+            optin = int(target.shared_memory_limit(api) or 0)
+            dynamic = optin if optin > shared else 0
     else:
         shared = int(getattr(target, "shared_memory_bytes", 16 * 1024) or 16 * 1024)
     matrix = tuple(target.matrix_shapes(api)) if hasattr(target, "matrix_shapes") else ()
@@ -204,7 +214,7 @@ def tuning_for(target: Any, api: str) -> Tuning:
     return Tuning(api, name, arch, int(sub), inv, shared, int(getattr(target, "compute_units", 0) or 0),
                   matrix, bool(getattr(target, "fp16", False)), bool(getattr(target, "bf16", False)),
                   sizes, tuple(getattr(target, "gemm_configs", ()) or ()),
-                  bool(getattr(target, "subgroup_arithmetic", False)) and api != "webgpu")
+                  bool(getattr(target, "subgroup_arithmetic", False)) and api != "webgpu", dynamic)
 
 
 def fold_groups(n: int) -> tuple[int, int, int]:
@@ -340,6 +350,9 @@ class MmaTiles:
     #: warp tiles each, so the kernel is right whatever size Vulkan picks
     min_subgroup: int = 32
     slots: int = 1
+    #: shared-memory stages of the mma.sync GEMM's pipeline (gemm_mma_sync.j2): the copies of the
+    #: next ``stages - 1`` K steps are in flight while one step multiplies
+    stages: int = 2
 
     @property
     def bm(self) -> int:
@@ -440,10 +453,31 @@ def mma_sync_ok(t: Tuning) -> bool:
     return t.api == "cuda" and is_sm(t.arch) and parse_sm(t.arch).major >= 8
 
 
-def mma_sync_shared_bytes(kind: str, bm: int, bn: int, bk: int) -> int:
-    """Shared memory of the mma.sync GEMM: two stages of A (bm x bk) and B (bk x bn), padded."""
+def mma_sync_shared_bytes(kind: str, bm: int, bn: int, bk: int, stages: int = 2) -> int:
+    """Shared memory of the mma.sync GEMM: ``stages`` stages of A (bm x bk) and B (bk x bn), padded."""
     es, (pa, pb) = (4 if kind == "tf32" else 2), SYNC_PAD[kind]
-    return 2 * es * (bm * (bk + pa) + bk * (bn + pb))
+    return stages * es * (bm * (bk + pa) + bk * (bn + pb))
+
+
+#: Static shared memory a kernel may declare without opting in (CUDA): the mma.sync GEMM asks for
+#: dynamic shared memory only beyond it.
+STATIC_SHARED_BYTES = 48 * 1024
+
+
+def mma_sync_dynamic(t: Tuning, tiles: MmaTiles, kind: str) -> int:
+    """Bytes of dynamic shared memory the mma.sync GEMM with ``tiles`` takes (0: it declares its
+    stages as static arrays, within 48 KiB)."""
+    need = mma_sync_shared_bytes(kind, tiles.bm, tiles.bn, tiles.bk, tiles.stages)
+    return need if need > STATIC_SHARED_BYTES else 0
+
+
+def mma_sync_fits(t: Tuning, tiles: MmaTiles, kind: str) -> bool:
+    """Whether the target runs ``tiles``: its threads, and its stages within the static limit or,
+    where the target opts in to dynamic shared memory (Tuning.dynamic_shared_bytes), within that."""
+    need = mma_sync_shared_bytes(kind, tiles.bm, tiles.bn, tiles.bk, tiles.stages)
+    room = max(t.shared_bytes, t.dynamic_shared_bytes)
+    return tiles.threads <= t.max_invocations and 2 <= tiles.stages <= 6 and need <= room and (
+        tiles.frags_n % 2 == 0 and tiles.bk % (8 if kind == "tf32" else 16) == 0)
 
 
 def mma_sync_tiles(t: Tuning, kind: str, m: int, n: int, k: int, batch: int = 1) -> MmaTiles | None:
@@ -453,17 +487,24 @@ def mma_sync_tiles(t: Tuning, kind: str, m: int, n: int, k: int, batch: int = 1)
     (BK) as two stages allow in the 48 KiB of static shared memory, so that a small tile still
     does a useful amount of work per barrier: f16 / bf16 32, 64, 64, 128; tf32 (staged as f32)
     half that. Measured on the H100 (ResNet-50 b8 f16, all at BK 32 and 128x128 / 64x64 / 32x32
-    only: 2.71 ms; these: 2.36); a lower bar of half a wave of blocks measured 10% slower."""
+    only: 2.71 ms; these: 2.36); a lower bar of half a wave of blocks measured 10% slower.
+    Where the target opts in to dynamic shared memory (sm_80+), the same tiles take
+    ``MMA_SYNC_STAGES`` stages (the copies of the following steps are in flight while one
+    multiplies)."""
     fk = 8 if kind == "tf32" else 16
     cus = t.compute_units or 16
     d = 1 if kind == "tf32" else 2  # BK in units of 16: f32 staging holds half as deep
-    cands = [MmaTiles(16, 8, fk, 2, 4, 4, 4, 16 * d),
-             MmaTiles(16, 8, fk, 2, 2, 2, 4, 32 * d),
-             MmaTiles(16, 8, fk, 2, 2, 2, 2, 32 * d),
-             MmaTiles(16, 8, fk, 2, 2, 1, 2, 64 * d)]
-    ok = [c for c in cands if c.threads <= t.max_invocations
-          and mma_sync_shared_bytes(kind, c.bm, c.bn, c.bk) <= t.shared_bytes]
+    stages = MMA_SYNC_STAGES if t.dynamic_shared_bytes else 2
+    cands = [MmaTiles(16, 8, fk, 2, 4, 4, 4, 16 * d, stages=stages),
+             MmaTiles(16, 8, fk, 2, 2, 2, 4, 32 * d, stages=stages),
+             MmaTiles(16, 8, fk, 2, 2, 2, 2, 32 * d, stages=stages),
+             MmaTiles(16, 8, fk, 2, 2, 1, 2, 64 * d, stages=stages)]
+    ok = [c for c in cands if mma_sync_fits(t, c, kind)]
     return _filling_tile(ok, m, n, batch, cus)
+
+
+#: Pipeline stages of the mma.sync GEMM where dynamic shared memory allows more than two.
+MMA_SYNC_STAGES = 3
 
 
 def mma_sync_takes_split(t: Tuning, tiles: MmaTiles, m: int, n: int, k: int, batch: int = 1) -> bool:
