@@ -37,6 +37,7 @@ from halbench.compiler.codegen.tuning import (
     mma_fragment,
     mma_sync_dynamic,
     mma_sync_ok,
+    mma_sync_split,
     mma_sync_takes_split,
     mma_sync_tiles,
     mma_tiles,
@@ -814,8 +815,15 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
     kind = precision if precision != "fp32" else in_dt
     st_ = mma_sync_tiles(t, kind, m, n, k, batch) if frag is not None and mma_sync_ok(t) else None
     if st_ is not None:
+        sp = gemm_split(c.d, c.g) if c.L.scratch_ok else None
+        st_ = mma_sync_split(t, st_, kind, m, n, k, batch, sp.room if sp is not None else 1)
+        split = None
+        if st_.split > 1 and sp is not None:
+            depth = -(-(-(-k // st_.split)) // st_.bk) * st_.bk  # whole BK steps per slice
+            split = {"SPLIT": -(-k // depth), "DEPTH": depth, "PART": 0, "CTR": sp.partial_words,
+                     "SB": len(c.d.values) + uses_extract(c.d)}
         return _plan_mma_sync(c.L, st_, kind, precision != "fp32", problem, helpers, operands,
-                              vec_off, vec4_off, b_run, batch, im2col, mma_sync_dynamic(t, st_, kind))
+                              vec_off, vec4_off, b_run, batch, im2col, mma_sync_dynamic(t, st_, kind), split)
     mt = mma_tiles(t, frag, m, n, k, batch) if frag is not None else None
     if mt is not None:
         ctx, shared = mma_context(c.L, mt, precision if precision != "fp32" else in_dt)
@@ -968,15 +976,21 @@ def _plan_mma_sync(L: Lang, tiles: MmaTiles, kind: str, rounded: bool, problem: 
                    helpers: list[tuple[str, str, str, list[str]]], operands: tuple[int, int],
                    vec_off: tuple[str | None, str | None], vec4_off: tuple[str | None, str | None],
                    b_run: tuple[str, int] | None, batch: int, im2col: dict[str, Any] | None = None,
-                   dynamic: int = 0) -> Plan:
+                   dynamic: int = 0, split: dict[str, int] | None = None) -> Plan:
     """The mma.sync GEMM (sm_80+, gemm_mma_sync.j2) and how it stages each operand: cp.async of
     16 bytes where the operand's runs are contiguous, aligned and already of the staged type
     (f16 / bf16 tensors; f32 ones under tf32, rounded as fragments are read), a float4 load
     converted in registers for f32 ones under f16 / bf16, element loads otherwise; an NCHW
     convolution's B by its im2col pixel / tap split, copied element by element by 4-byte cp.async
     under tf32 where the padding is zero. ``dynamic``: bytes of dynamic shared memory for the
-    stages (tuning.mma_sync_dynamic; 0: static arrays)."""
+    stages (tuning.mma_sync_dynamic; 0: static arrays). ``split``: split-K (SPLIT slices of DEPTH,
+    the scratch binding SB with partial sums from word PART and tile counters from CTR; as the
+    scalar GEMM's, kernels.GemmSplit), None: unsplit."""
     ctx, shared = mma_sync_context(tiles, kind, dynamic)
+    slices = 1
+    if split is not None:
+        slices = split["SPLIT"]
+        ctx.update(split)
     ctx.update(problem)
     offs = vec4_off if rounded else vec_off  # runs of 4 f32 / 8 16-bit elements
     if b_run is not None and offs[1] is None and b_run[1] % (4 if rounded else 8) == 0:
@@ -1000,7 +1014,8 @@ def _plan_mma_sync(L: Lang, tiles: MmaTiles, kind: str, rounded: bool, problem: 
             ctx.update(I2C=im2col, NT=nt, KT=tiles.threads // nt)
     ctx.update(MODE=modes, PTR=ptrs, BASE=bases, VEC=widths, VEC4=vec4s)
     gx, gy = -(-problem["N"] // tiles.bn), -(-problem["M"] // tiles.bm)
-    p = Plan("gemm_mma_sync.j2", ctx, (tiles.threads, 1, 1), (gx, gy, batch), shared, helpers=helpers,
+    ctx.update(GX=gx, GY=gy)
+    p = Plan("gemm_mma_sync.j2", ctx, (tiles.threads, 1, 1), (gx, gy, batch * slices), shared, helpers=helpers,
              dynamic_shared=dynamic)
     p.vec4 = vec
     p.features.add("mma")

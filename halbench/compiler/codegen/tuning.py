@@ -39,6 +39,7 @@ __all__ = [
     "mma_sync_dynamic",
     "mma_sync_fits",
     "mma_sync_ok",
+    "mma_sync_split",
     "mma_sync_takes_split",
     "mma_sync_tiles",
     "mma_tiles",
@@ -353,6 +354,9 @@ class MmaTiles:
     #: shared-memory stages of the mma.sync GEMM's pipeline (gemm_mma_sync.j2): the copies of the
     #: next ``stages - 1`` K steps are in flight while one step multiplies
     stages: int = 2
+    #: split-K slices of the mma.sync GEMM (1: none; at most what the schedule reserved scratch
+    #: for, kernels.GemmSplit.room)
+    split: int = 1
 
     @property
     def bm(self) -> int:
@@ -505,6 +509,13 @@ def mma_sync_tiles(t: Tuning, kind: str, m: int, n: int, k: int, batch: int = 1)
 
 #: Pipeline stages of the mma.sync GEMM where dynamic shared memory allows more than two.
 MMA_SYNC_STAGES = 3
+
+
+def mma_sync_split(t: Tuning, tiles: MmaTiles, kind: str, m: int, n: int, k: int, batch: int,
+                   room: int) -> MmaTiles:
+    """``tiles`` with the split-K slices the mma.sync GEMM takes (at most ``room``, what the
+    schedule reserved scratch for; 1 where it reserved none): none for now."""
+    return tiles
 
 
 def mma_sync_takes_split(t: Tuning, tiles: MmaTiles, m: int, n: int, k: int, batch: int = 1) -> bool:
