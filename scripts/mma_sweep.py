@@ -33,22 +33,24 @@ _orig_tiles, _orig_split, _orig_takes = kernels.mma_sync_tiles, kernels.mma_sync
 _local = threading.local()
 
 
-def _tiles(t, kind, m, n, k, batch=1):
+def _tiles(t, kind, m, n, k, batch=1, **kw):
     cfg = getattr(_local, "cfg", None)
     if cfg == "main":  # main's rule: two stages in static shared memory
         return _orig_tiles(dataclasses.replace(t, dynamic_shared_bytes=0), kind, m, n, k, batch)
     if cfg is None:
-        return _orig_tiles(t, kind, m, n, k, batch)
+        return _orig_tiles(t, kind, m, n, k, batch, **kw)
     return cfg
 
 
-def _split(t, tiles, kind, m, n, k, batch, room):
+def _split(t, tiles, kind, m, n, k, batch, room, conv=False):
     cfg = getattr(_local, "cfg", None)
     if isinstance(cfg, MmaTiles):
         if cfg.split > room:
             _local.refused = True
         return tiles
-    return _orig_split(t, tiles, kind, m, n, k, batch, room)
+    if cfg == "main":
+        return tiles
+    return _orig_split(t, tiles, kind, m, n, k, batch, room, conv)
 
 
 def _takes(t, tiles, m, n, k, batch=1):

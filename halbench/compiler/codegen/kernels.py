@@ -720,7 +720,8 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
                             f"int kw_ = (k % {kw}) * {dl[1]};", f"int kbase = ci * {h * w} + kh_ * {w} + kw_;"],
                       "H": h, "W": w, "pad": pad_v, "load": c.L.load(ia, c.dtype(ia), "nbase + kbase"),
                       # 4-byte cp.async of f32 elements (tf32), zero-filling the padding
-                      "buf": f"B{ia}", "zero": _zero(a.get("pad_value", 0.0)) and c.dtype(ia) == "f32"}
+                      "buf": f"B{ia}", "zero": _zero(a.get("pad_value", 0.0)) and c.dtype(ia) == "f32",
+                      "taps": kh * kw}
             out = ([f"(n / {oh * ow})", "b", "m", f"((n / {ow}) % {oh})", f"(n % {ow})"] if pre else
                    [f"(n / {oh * ow})", "m", f"((n / {ow}) % {oh})", f"(n % {ow})"])
             a_kc, b_nc = True, True
@@ -804,7 +805,7 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
         # WMMA and the rounded scalar GEMM, 2.23 / 1.71 here; b1 1.17 / 1.12 -> 0.85 / 0.67.
         if mma_sync_ok(t):
             wins = True
-            st = mma_sync_tiles(t, precision, m, n, k, batch)
+            st = mma_sync_tiles(t, precision, m, n, k, batch, **_conv_shape(op, im2col, precision))
             whole = not _rule_splits(c) or (st is not None and mma_sync_takes_split(t, st, m, n, k, batch))
         else:
             wins = op.kind in ("matmul", "batch_matmul") or precision in ("f16", "bf16")
@@ -813,10 +814,11 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
     else:
         frag = mma_fragment(t, in_dt) if c.dtype(ib) == in_dt else None
     kind = precision if precision != "fp32" else in_dt
-    st_ = mma_sync_tiles(t, kind, m, n, k, batch) if frag is not None and mma_sync_ok(t) else None
+    shape = _conv_shape(op, im2col, kind)
+    st_ = mma_sync_tiles(t, kind, m, n, k, batch, **shape) if frag is not None and mma_sync_ok(t) else None
     if st_ is not None:
         sp = gemm_split(c.d, c.g) if c.L.scratch_ok else None
-        st_ = mma_sync_split(t, st_, kind, m, n, k, batch, sp.room if sp is not None else 1)
+        st_ = mma_sync_split(t, st_, kind, m, n, k, batch, sp.room if sp is not None else 1, shape["conv"])
         split = None
         if st_.split > 1 and sp is not None:
             depth = -(-(-(-k // st_.split)) // st_.bk) * st_.bk  # whole BK steps per slice
@@ -1020,6 +1022,15 @@ def _plan_mma_sync(L: Lang, tiles: MmaTiles, kind: str, rounded: bool, problem: 
     p.vec4 = vec
     p.features.add("mma")
     return p
+
+
+def _conv_shape(op: Op, im2col: dict[str, Any] | None, kind: str) -> dict[str, bool]:
+    """What the mma.sync tile rule knows of a convolution (tuning.mma_sync_tiles): ``conv``, and
+    ``gathered``: its B operand is the im2col of a kernel larger than 1x1 staged through
+    registers (the mma.sync GEMM copies a tf32 one padded with zeros by cp.async instead)."""
+    copied = kind == "tf32" and im2col is not None and im2col.get("zero")
+    return {"conv": op.kind == "conv2d",
+            "gathered": im2col is not None and im2col.get("taps", 1) > 1 and not copied}
 
 
 def _rule_splits(c: _Ctx) -> bool:

@@ -18,7 +18,7 @@ kernel for the same target. Numbers are chosen for why they work, not tuned by s
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from halbench.arch import is_sm, parse_sm
@@ -36,6 +36,7 @@ __all__ = [
     "gemm_tiles",
     "matrix_shape",
     "mma_fragment",
+    "mma_sync_conv_tiles",
     "mma_sync_dynamic",
     "mma_sync_fits",
     "mma_sync_ok",
@@ -484,7 +485,8 @@ def mma_sync_fits(t: Tuning, tiles: MmaTiles, kind: str) -> bool:
         tiles.frags_n % 2 == 0 and tiles.bk % (8 if kind == "tf32" else 16) == 0)
 
 
-def mma_sync_tiles(t: Tuning, kind: str, m: int, n: int, k: int, batch: int = 1) -> MmaTiles | None:
+def mma_sync_tiles(t: Tuning, kind: str, m: int, n: int, k: int, batch: int = 1, *,
+                   conv: bool = False, gathered: bool = False) -> MmaTiles | None:
     """Tiles of the mma.sync GEMM (m16n8 accumulator tiles, ``kind`` f16 / bf16 / tf32 operands):
     128x128 (8 warps of 64x32), 64x64 (4 of 32x32), 64x32 (4 of 32x16), 32x32 (4 of 16x16), the
     first to make a wave of blocks without wasting half of them (as mma_tiles). Each is as deep
@@ -492,30 +494,89 @@ def mma_sync_tiles(t: Tuning, kind: str, m: int, n: int, k: int, batch: int = 1)
     does a useful amount of work per barrier: f16 / bf16 32, 64, 64, 128; tf32 (staged as f32)
     half that. Measured on the H100 (ResNet-50 b8 f16, all at BK 32 and 128x128 / 64x64 / 32x32
     only: 2.71 ms; these: 2.36); a lower bar of half a wave of blocks measured 10% slower.
-    Where the target opts in to dynamic shared memory (sm_80+), the same tiles take
-    ``MMA_SYNC_STAGES`` stages (the copies of the following steps are in flight while one
-    multiplies)."""
+
+    A convolution (``conv``) on a target that opts in to dynamic shared memory takes
+    :func:`mma_sync_conv_tiles` instead (``gathered``: its B operand is an im2col of a kernel
+    larger than 1x1 staged through registers)."""
+    if conv and t.dynamic_shared_bytes:
+        return mma_sync_conv_tiles(t, kind, m, n, k, batch, gathered)
     fk = 8 if kind == "tf32" else 16
     cus = t.compute_units or 16
     d = 1 if kind == "tf32" else 2  # BK in units of 16: f32 staging holds half as deep
-    stages = MMA_SYNC_STAGES if t.dynamic_shared_bytes else 2
-    cands = [MmaTiles(16, 8, fk, 2, 4, 4, 4, 16 * d, stages=stages),
-             MmaTiles(16, 8, fk, 2, 2, 2, 4, 32 * d, stages=stages),
-             MmaTiles(16, 8, fk, 2, 2, 2, 2, 32 * d, stages=stages),
-             MmaTiles(16, 8, fk, 2, 2, 1, 2, 64 * d, stages=stages)]
+    cands = [MmaTiles(16, 8, fk, 2, 4, 4, 4, 16 * d),
+             MmaTiles(16, 8, fk, 2, 2, 2, 4, 32 * d),
+             MmaTiles(16, 8, fk, 2, 2, 2, 2, 32 * d),
+             MmaTiles(16, 8, fk, 2, 2, 1, 2, 64 * d)]
     ok = [c for c in cands if mma_sync_fits(t, c, kind)]
     return _filling_tile(ok, m, n, batch, cus)
 
 
-#: Pipeline stages of the mma.sync GEMM where dynamic shared memory allows more than two.
+#: Pipeline stages of a convolution's mma.sync GEMM where dynamic shared memory allows more than
+#: two (3 and 4 measured alike on the H100).
 MMA_SYNC_STAGES = 3
 
 
+def _blocks(tiles: MmaTiles, m: int, n: int, batch: int) -> int:
+    return batch * -(-m // tiles.bm) * -(-n // tiles.bn)
+
+
+def _waste(c: MmaTiles, m: int, n: int) -> float:
+    return (-(-m // c.bm) * c.bm * -(-n // c.bn) * c.bn) / max(m * n, 1)
+
+
+def mma_sync_conv_tiles(t: Tuning, kind: str, m: int, n: int, k: int, batch: int = 1,
+                        gathered: bool = False) -> MmaTiles | None:
+    """Tiles of a convolution's mma.sync GEMM where the CUDA target opts in to dynamic shared
+    memory: three stages, BK 32 (tf32) / 64 (f16, bf16), and the first of 128x128 (tf32 only),
+    128x64 (4 warps of 64x32), 64x64, 64x32 whose blocks reach its bar without wasting half:
+    a wave for 128x128, 70% of one for the others, two waves for an f16 / bf16 convolution whose
+    B operand is ``gathered`` (a 3x3 im2col staged through registers: more, smaller blocks hide
+    its loads). Measured on the H100 per convolution of ResNet-50 b8 (scripts/mma_sweep.py):
+    a tf32 convolution's operands are all copied by cp.async, so larger tiles win there (128x64
+    over the two-stage rule's 64x64 at 28x28: 39 vs 47 us), an f16 3x3 one's smaller (64x32 at
+    28x28: 32 vs 40 us)."""
+    fk = 8 if kind == "tf32" else 16
+    cus = t.compute_units or 16
+    bk = 32 if kind == "tf32" else 64
+    st = MMA_SYNC_STAGES
+    small = 2 * cus if gathered and kind != "tf32" else 0.7 * cus
+    cands = [(MmaTiles(16, 8, fk, 2, 2, 4, 4, bk, stages=st), small),
+             (MmaTiles(16, 8, fk, 2, 2, 2, 4, bk, stages=st), small),
+             (MmaTiles(16, 8, fk, 2, 2, 2, 2, bk, stages=st), 0)]
+    if kind == "tf32":
+        cands.insert(0, (MmaTiles(16, 8, fk, 2, 4, 4, 4, bk, stages=st), cus))
+    ok = [(c, bar) for c, bar in cands if mma_sync_fits(t, c, kind)]
+    for c, bar in ok:
+        if _blocks(c, m, n, batch) >= bar and _waste(c, m, n) < 1.5:
+            return c
+    return ok[-1][0] if ok else None
+
+
+#: A convolution's mma.sync GEMM at least this deep whose blocks make less than two waves is
+#: split along K (mma_sync_split) ...
+MMA_SPLIT_DEPTH = 2048
+#: ... into at most this many slices.
+MMA_SPLIT_MAX = 3
+
+
 def mma_sync_split(t: Tuning, tiles: MmaTiles, kind: str, m: int, n: int, k: int, batch: int,
-                   room: int) -> MmaTiles:
-    """``tiles`` with the split-K slices the mma.sync GEMM takes (at most ``room``, what the
-    schedule reserved scratch for; 1 where it reserved none): none for now."""
-    return tiles
+                   room: int, conv: bool = False) -> MmaTiles:
+    """``tiles``, or the tiles and split-K slices a deep, low-wave convolution takes on a target
+    with dynamic shared memory: 64x32 blocks split in up to MMA_SPLIT_MAX slices (at most
+    ``room``, what the schedule reserved scratch for; 1: none) for four waves of blocks.
+    Measured on the H100 (ResNet-50 b8, tf32 / f16 us): 256 -> 256 3x3 at 14x14 59 / 46 -> 52 /
+    42, 512 -> 512 3x3 at 7x7 84 / 67 -> 59 / 46."""
+    cus = t.compute_units or 16
+    if not (conv and t.dynamic_shared_bytes) or k < MMA_SPLIT_DEPTH or room < 2:
+        return tiles
+    if _blocks(tiles, m, n, batch) >= 2 * cus:
+        return tiles
+    fk = 8 if kind == "tf32" else 16
+    small = MmaTiles(16, 8, fk, 2, 2, 2, 2, 32 if kind == "tf32" else 64, stages=MMA_SYNC_STAGES)
+    if not mma_sync_fits(t, small, kind):
+        return tiles
+    split = min(room, MMA_SPLIT_MAX, -(-4 * cus // _blocks(small, m, n, batch)))
+    return replace(small, split=split) if split >= 2 else tiles
 
 
 def mma_sync_takes_split(t: Tuning, tiles: MmaTiles, m: int, n: int, k: int, batch: int = 1) -> bool:
