@@ -499,7 +499,9 @@ def mma_sync_tiles(t: Tuning, kind: str, m: int, n: int, k: int, batch: int = 1,
     :func:`mma_sync_conv_tiles` instead (``gathered``: its B operand is an im2col of a kernel
     larger than 1x1 staged through registers)."""
     if conv and t.dynamic_shared_bytes:
-        return mma_sync_conv_tiles(t, kind, m, n, k, batch, gathered)
+        tiles = mma_sync_conv_tiles(t, kind, m, n, k, batch, gathered)
+        if tiles is not None:
+            return tiles
     fk = 8 if kind == "tf32" else 16
     cus = t.compute_units or 16
     d = 1 if kind == "tf32" else 2  # BK in units of 16: f32 staging holds half as deep
@@ -531,7 +533,9 @@ def mma_sync_conv_tiles(t: Tuning, kind: str, m: int, n: int, k: int, batch: int
     128x64 (4 warps of 64x32), 64x64, 64x32 whose blocks reach its bar without wasting half:
     a wave for 128x128, 70% of one for the others, two waves for an f16 / bf16 convolution whose
     B operand is ``gathered`` (a 3x3 im2col staged through registers: more, smaller blocks hide
-    its loads). Measured on the H100 per convolution of ResNet-50 b8 (scripts/mma_sweep.py):
+    its loads) except for 64x32. None (the two-stage rule then) where none does, or where K is
+    under MMA_CONV_DEPTH: at batch 1 (ResNet-50) and for MobileNetV2's narrow convolutions this
+    rule's tiles measured 7-18% slower in all than the two-stage rule's. Measured on the H100 per convolution of ResNet-50 b8 (scripts/mma_sweep.py):
     a tf32 convolution's operands are all copied by cp.async, so larger tiles win there (128x64
     over the two-stage rule's 64x64 at 28x28: 39 vs 47 us), an f16 3x3 one's smaller (64x32 at
     28x28: 32 vs 40 us)."""
@@ -539,17 +543,22 @@ def mma_sync_conv_tiles(t: Tuning, kind: str, m: int, n: int, k: int, batch: int
     cus = t.compute_units or 16
     bk = 32 if kind == "tf32" else 64
     st = MMA_SYNC_STAGES
+    if k < MMA_CONV_DEPTH:
+        return None
     small = 2 * cus if gathered and kind != "tf32" else 0.7 * cus
     cands = [(MmaTiles(16, 8, fk, 2, 2, 4, 4, bk, stages=st), small),
              (MmaTiles(16, 8, fk, 2, 2, 2, 4, bk, stages=st), small),
-             (MmaTiles(16, 8, fk, 2, 2, 2, 2, bk, stages=st), 0)]
+             (MmaTiles(16, 8, fk, 2, 2, 2, 2, bk, stages=st), 0.7 * cus)]
     if kind == "tf32":
         cands.insert(0, (MmaTiles(16, 8, fk, 2, 4, 4, 4, bk, stages=st), cus))
-    ok = [(c, bar) for c, bar in cands if mma_sync_fits(t, c, kind)]
-    for c, bar in ok:
-        if _blocks(c, m, n, batch) >= bar and _waste(c, m, n) < 1.5:
+    for c, bar in cands:
+        if mma_sync_fits(t, c, kind) and _blocks(c, m, n, batch) >= bar and _waste(c, m, n) < 1.5:
             return c
-    return ok[-1][0] if ok else None
+    return None
+
+
+#: A convolution shallower than this keeps the two-stage rule (mma_sync_conv_tiles).
+MMA_CONV_DEPTH = 128
 
 
 #: A convolution's mma.sync GEMM at least this deep whose blocks make less than two waves is
@@ -573,8 +582,8 @@ def mma_sync_split(t: Tuning, tiles: MmaTiles, kind: str, m: int, n: int, k: int
         return tiles
     fk = 8 if kind == "tf32" else 16
     small = MmaTiles(16, 8, fk, 2, 2, 2, 2, 32 if kind == "tf32" else 64, stages=MMA_SYNC_STAGES)
-    if not mma_sync_fits(t, small, kind):
-        return tiles
+    if not mma_sync_fits(t, small, kind) or _blocks(small, m, n, batch) < 0.7 * cus:
+        return tiles  # batch 1: as the rule's (ResNet-50's 3x3 at 7x7 makes 32 such blocks)
     split = min(room, MMA_SPLIT_MAX, -(-4 * cus // _blocks(small, m, n, batch)))
     return replace(small, split=split) if split >= 2 else tiles
 
