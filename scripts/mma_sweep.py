@@ -70,7 +70,7 @@ def label(c) -> str:
 def configs(kind: str, m: int, n: int, batch: int) -> list:
     fk = 8 if kind == "tf32" else 16
     a, b = (16, 32) if kind == "tf32" else (32, 64)
-    T = lambda wm, wn, fm, fn, bk, st, sp=1: MmaTiles(16, 8, fk, wm, wn, fm, fn, bk, stages=st, split=sp)  # noqa: E731
+    T = lambda wm, wn, fm, fn, bk, st, sp=1: MmaTiles(16, 8, fk, wm, wn, fm, fn, bk, stages=st, split=sp)
     out = ["main", None,
            T(2, 4, 4, 4, a, 3), T(2, 4, 4, 4, b, 3), T(2, 4, 4, 4, a, 4),
            T(2, 2, 4, 4, a, 3), T(2, 2, 4, 4, b, 3), T(2, 2, 2, 8, a, 3),
@@ -121,7 +121,7 @@ def main() -> None:
     jobs = []
     for prec in a.precisions.split(","):
         for i, p in enumerate(probs):
-            b, m, n, k = gemm_dims(p)
+            b, m, n, _ = gemm_dims(p)
             for j, c in enumerate(configs(prec, m, n, b)):
                 jobs.append((prec, i, p, c, tmp / f"{prec}-{i}-{j}.hbx"))
     with ThreadPoolExecutor(a.jobs) as pool:
@@ -165,7 +165,8 @@ def main() -> None:
         print(f"\n{prec}: problem | main us | rule us | best (us) | 2nd")
         for i, p in enumerate(probs):
             rs = [r for r in rows if r["precision"] == prec and r["problem"] == i and r["us"]]
-            get = lambda name: next((r["us"] for r in rs if r["config"] == name), None)  # noqa: E731
+            def get(name: str, rs: list = rs) -> float | None:
+                return next((r["us"] for r in rs if r["config"] == name), None)
             best = sorted(rs, key=lambda r: r["us"])
             for r in rs:
                 tot[r["config"]] = tot.get(r["config"], 0.0) + r["us"]

@@ -821,7 +821,8 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
         st_ = mma_sync_split(t, st_, kind, m, n, k, batch, sp.room if sp is not None else 1, shape["conv"])
         split = None
         if st_.split > 1 and sp is not None:
-            depth = -(-(-(-k // st_.split)) // st_.bk) * st_.bk  # whole BK steps per slice
+            per = -(-k // st_.split)
+            depth = -(-per // st_.bk) * st_.bk  # whole BK steps per slice
             split = {"SPLIT": -(-k // depth), "DEPTH": depth, "PART": 0, "CTR": sp.partial_words,
                      "SB": len(c.d.values) + uses_extract(c.d)}
         return _plan_mma_sync(c.L, st_, kind, precision != "fp32", problem, helpers, operands,
