@@ -73,6 +73,10 @@ def test_convolution_takes_three_stages_in_dynamic_shared_memory(precision):
     cubin, ptx = generate_cuda(d, g, "h100")
     assert cubin.entry.dynamic_shared_bytes == plan.dynamic_shared
     assert "mma.sync.aligned" in ptx.payload.decode()
+    (arch_specific,) = generate_cuda(d, g, "sm_90a", formats=("cubin",))  # NVRTC, no GPU needed
+    plan_a, _ = cuda_source(d, g, "sm_90a")  # the bare arch (no SM count): its own tiles
+    assert arch_specific.target == "sm_90a" and arch_specific.entry.dynamic_shared_bytes == plan_a.dynamic_shared
+    assert plan_a.ctx["STAGES"] == 3
 
 
 def test_the_static_fallback_without_dynamic_shared_memory():
@@ -86,6 +90,18 @@ def test_the_static_fallback_without_dynamic_shared_memory():
     assert plan.ctx["STAGES"] == 2 and plan.dynamic_shared == 0 and "extern __shared__" not in src
     assert sum(4 * n for _, _, n in plan.shared) <= STATIC_SHARED_BYTES
     assert "cp.async.wait_group 0;" in src
+
+
+def test_sm80_keeps_the_two_stage_rule_for_convolutions():
+    """The pipelined convolution rule was measured on the H100 only: an A100 (dynamic shared
+    memory too) keeps the two-stage tiles, and no split inside the matrix GEMM."""
+    from halbench.compiler.codegen.cuda import cuda_source
+
+    assert tuning_for("a100", "cuda").dynamic_shared_bytes > STATIC_SHARED_BYTES
+    for case in (_stage2, _stage4):
+        g, d = _prec(case(), "tf32")
+        plan, _ = cuda_source(d, g, "a100")
+        assert plan.ctx.get("STAGES", 2) == 2 and plan.ctx.get("SPLIT", 1) == 1
 
 
 def test_vulkan_keeps_static_shared_memory():

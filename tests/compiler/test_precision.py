@@ -4,7 +4,7 @@
 - local-sync runs of small graphs and zoo models against onnxruntime: within the precision's
   tolerance, and different from fp32 (the rounding happens);
 - CUDA: NVRTC compiles the matrix GEMM for f32 operands (sm_80+: mma.sync m16n8k16 f16 / bf16,
-  m16n8k8 tf32, two cp.async stages) for sm_80 and sm_90, matmul, batch matmul and implicit-GEMM
+  m16n8k8 tf32, cp.async stages) for sm_80 and sm_90, matmul, batch matmul and implicit-GEMM
   conv; which operands come in by cp.async;
 - Vulkan: glslang compiles the cooperative-matrix f16 variant for an NVIDIA target; targets
   without matrix units for the precision (lavapipe, the generic target, bf16 / tf32 on Vulkan)

@@ -495,10 +495,10 @@ def mma_sync_tiles(t: Tuning, kind: str, m: int, n: int, k: int, batch: int = 1,
     half that. Measured on the H100 (ResNet-50 b8 f16, all at BK 32 and 128x128 / 64x64 / 32x32
     only: 2.71 ms; these: 2.36); a lower bar of half a wave of blocks measured 10% slower.
 
-    A convolution (``conv``) on a target that opts in to dynamic shared memory takes
-    :func:`mma_sync_conv_tiles` instead (``gathered``: its B operand is an im2col of a kernel
+    A convolution (``conv``) on an sm_90+ target that opts in to dynamic shared memory takes
+    :func:`mma_sync_conv_tiles` instead, where one of its tiles applies (``gathered``: its B operand is an im2col of a kernel
     larger than 1x1 staged through registers)."""
-    if conv and t.dynamic_shared_bytes:
+    if conv and _pipelined(t):
         tiles = mma_sync_conv_tiles(t, kind, m, n, k, batch, gathered)
         if tiles is not None:
             return tiles
@@ -516,6 +516,13 @@ def mma_sync_tiles(t: Tuning, kind: str, m: int, n: int, k: int, batch: int = 1,
 #: Pipeline stages of a convolution's mma.sync GEMM where dynamic shared memory allows more than
 #: two (3 and 4 measured alike on the H100).
 MMA_SYNC_STAGES = 3
+
+
+def _pipelined(t: Tuning) -> bool:
+    """Whether convolutions take the pipelined rule (mma_sync_conv_tiles, mma_sync_split): CUDA
+    targets with dynamic shared memory of sm_90 on, where it was measured (the H100); sm_80 / 86
+    / 89 keep the two-stage rule until measured there."""
+    return bool(t.dynamic_shared_bytes) and is_sm(t.arch) and parse_sm(t.arch).major >= 9
 
 
 def _blocks(tiles: MmaTiles, m: int, n: int, batch: int) -> int:
@@ -576,7 +583,7 @@ def mma_sync_split(t: Tuning, tiles: MmaTiles, kind: str, m: int, n: int, k: int
     Measured on the H100 (ResNet-50 b8, tf32 / f16 us): 256 -> 256 3x3 at 14x14 59 / 46 -> 52 /
     42, 512 -> 512 3x3 at 7x7 84 / 67 -> 59 / 46."""
     cus = t.compute_units or 16
-    if not (conv and t.dynamic_shared_bytes) or k < MMA_SPLIT_DEPTH or room < 2:
+    if not (conv and _pipelined(t)) or k < MMA_SPLIT_DEPTH or room < 2:
         return tiles
     if _blocks(tiles, m, n, batch) >= 2 * cus:
         return tiles
