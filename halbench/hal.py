@@ -19,7 +19,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 import numpy as np
 
@@ -650,7 +650,7 @@ class Device(ABC):
         finally:
             self.closed = True
 
-    def __enter__(self) -> Device:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -108,7 +108,7 @@ class CudaApi(GpuApi):
     def supports_stream_memops(self, ordinal: int) -> bool:
         try:
             return bool(self.attribute(ordinal, "CAN_USE_64_BIT_STREAM_MEM_OPS"))
-        except Exception:
+        except Exception:  # noqa: BLE001
             return False
 
     # -- memory -----------------------------------------------------------------------
