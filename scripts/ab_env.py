@@ -1,11 +1,11 @@
-"""A/B of a runtime switch (an environment variable the drivers read when they build a command
-buffer) on the same bundles: each zoo model bundle is loaded twice on the device, once under
-each value, and the two are timed interleaved (whole, device timestamps), each checked against
-onnxruntime, with PyTorch's CUDA graph beside them.
+"""A/B of a runtime switch (an environment variable a driver reads when it opens a device or
+records a command buffer) on the same bundles: each zoo model bundle is loaded on two devices
+opened on the same GPU, one under each value, and the two are timed interleaved (whole, device
+timestamps), each checked against onnxruntime, with PyTorch's CUDA graph beside them.
 
 Usage: python scripts/ab_env.py DIR DEVICE VAR A_VALUE B_VALUE
 DIR holds MODEL-bBATCH.hbx files (halbench compile --weights random); e.g.
-  python scripts/ab_env.py bundles cuda://0 HALBENCH_CUDA_PDL 0 1
+  python scripts/ab_env.py bundles cuda://0 HALBENCH_CUDA_GRAPHS 0 1   (stream launches vs graphs)
 """
 
 from __future__ import annotations
@@ -48,29 +48,31 @@ def main() -> None:
         feeds = zoo.make_inputs(model, **kw)
         ref = _reference(onnx_path, feeds)
         torch_ms = _torch_ms(onnx_path, list(feeds.values()), "cudagraph")
-        with halbench.create_device(uri) as dev:
-            mods, errs = [], []
-            for value in (a, b):  # each module records its command buffers under its value
+        devs, mods, errs = [], [], []
+        try:
+            for value in (a, b):  # each device and module records its command buffers under its value
                 os.environ[var] = value
-                mod = Module.load(path, dev)
+                devs.append(halbench.create_device(uri))
+                mod = Module.load(path, devs[-1])
+                mods.append(mod)
                 inputs = [feeds[s.name] for s in mod.function(None).inputs]
                 out = mod.invoke(None, inputs)
                 mod.profile(None, inputs, runs=2, warmup=1, dispatch_times=False)
                 errs.append(max(float(np.max(np.abs(x - y)) / (np.max(np.abs(y)) + 1e-30))
                                 for x, y in zip(out, ref)) if ref is not None else float("nan"))
-                mods.append(mod)
-            try:
-                for mod in mods:  # clocks up
-                    t0 = time.monotonic()
-                    while time.monotonic() - t0 < 0.5:
-                        mod.profile(None, inputs, runs=10, warmup=0, dispatch_times=False)
-                times: list[list[float]] = [[], []]
-                for _ in range(8):
-                    for mod, ts in zip(mods, times):
-                        ts += list(mod.profile(None, inputs, runs=25, warmup=3, dispatch_times=False).total_ns)
-            finally:
-                for mod in mods:
-                    mod.close()
+            for mod in mods:  # clocks up
+                t0 = time.monotonic()
+                while time.monotonic() - t0 < 0.5:
+                    mod.profile(None, inputs, runs=10, warmup=0, dispatch_times=False)
+            times: list[list[float]] = [[], []]
+            for _ in range(8):
+                for mod, ts in zip(mods, times):
+                    ts += list(mod.profile(None, inputs, runs=25, warmup=3, dispatch_times=False).total_ns)
+        finally:
+            for mod in mods:
+                mod.close()
+            for dev in devs:
+                dev.close()
         med = [float(np.median(ts)) / 1e6 for ts in times]
         rows.append((model, batch, med, errs, torch_ms))
         print(f"{model} b{batch} {uri}: {var}={a} {med[0]:.3f} ms, {var}={b} {med[1]:.3f} ms", flush=True)

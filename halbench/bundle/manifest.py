@@ -367,8 +367,7 @@ def _step(s: Any) -> Step:
 
 def _variant(v: Any) -> Variant:
     e = v.entry
-    entry = EntryPoint(e.name, e.bindings, e.constants, tuple(e.workgroup_size), e.dynamic_shared_bytes,
-                       e.dependent_launch)
+    entry = EntryPoint(e.name, e.bindings, e.constants, tuple(e.workgroup_size), e.dynamic_shared_bytes)
     return Variant(v.format, v.target, v.member, entry, tuple(v.workgroups), tuple(v.constants),
                    tuple(v.requires),  # type: ignore[arg-type]
                    v.gemm.model_dump(exclude_none=True) if v.gemm is not None else None)
