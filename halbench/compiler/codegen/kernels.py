@@ -868,7 +868,7 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
         helpers = [h for h in helpers if h[1] != "hb_im2col"]
         # element e of a thread is column (lid + e * WG) % BN: PIXN distinct ones, e's is e % PIXN
         ctx["PIXN"] = tiles.bn // math.gcd(tiles.threads, tiles.bn)
-    if ctx["VB"] is not None:
+    if ctx["VB"] is not None and "hb_im2col" not in load_a:  # (an NHWC conv's A still reads it)
         helpers = [h for h in helpers if h[1] != "hb_im2col"]
     if ctx["DB"]:
         shared = [(ty_, name, 2 * size) for ty_, name, size in shared]
