@@ -1,7 +1,7 @@
 """Bundles for an A/B of the Vulkan GEMM's register staging (kernels.GLSL_STAGING), compiled
 here (the GPU machine has no ONNX front end) and timed there with scripts/ab_models.py.
 
-Usage: python scripts/vk_staging_ab.py DIR TAG [double|vec4|none|all] [--apis vulkan,cuda]
+Usage: python scripts/vk_staging_ab.py DIR TAG [double|vec4|a|b|none|all] [--apis vulkan,cuda] [--abi bda|descriptors]
        [--models resnet50:1,resnet50:8,mobilenetv2:8]
 writes DIR/MODEL-bB-TAG.hbx (--weights random, target h100, BDA ABI; the tuning cache is
 $HALBENCH_TUNING_CACHE). Run with PYTHONPATH at another checkout for its code (tag A: main);
@@ -52,7 +52,8 @@ def main() -> None:
     from halbench.compiler.codegen import kernels
 
     if hasattr(kernels, "GLSL_STAGING"):
-        kernels.GLSL_STAGING.update(double=mode in ("double", "all"), vec4=mode in ("vec4", "all"))
+        kernels.GLSL_STAGING.update(double=mode in ("double", "all"), vec4_a=mode in ("vec4", "a", "all"),
+                                    vec4_b=mode in ("vec4", "b", "all"))
     import onnx
 
     from halbench.bench import zoo
@@ -67,7 +68,7 @@ def main() -> None:
         src = tmp / f"{model}-b{batch}.onnx"
         onnx.save(zoo.build(model, batch=int(batch)), src)
         o = CompileOptions(target_devices=apis, weights="random", targets={a: "h100" for a in apis},
-                           backend_options={"vulkan-dispatch-abi": "bda"})
+                           backend_options={"vulkan-dispatch-abi": opts.get("abi", "bda")})
         compile_model(src, o).write(out / f"{model}-b{batch}-{tag}.hbx")
         print(f"{model} b{batch} {tag} ({mode}, {'/'.join(apis)}): {time.perf_counter() - t0:.0f} s", flush=True)
 

@@ -47,8 +47,11 @@ RUNS = {"matmul": (True, True), "matmul_odd": (False, False), "matmul_ta_tb": (F
 #: partial round), runs of 4 with 16-byte shared reads, a 16-deep step
 CONFIGS = {None: None, "48x32x8": GemmConfig(48, 32, 8, 4, 4), "64x64x16runs": GemmConfig(64, 64, 16, 8, 4, 1, True),
            "32x64x16": GemmConfig(32, 64, 16, 4, 4, 1, True)}
-MODES = {"all": {"double": True, "vec4": True}, "double": {"double": True, "vec4": False},
-         "vec4": {"double": False, "vec4": True}, "none": {"double": False, "vec4": False}}
+MODES = {"all": {"double": True, "vec4_a": True, "vec4_b": True},
+         "double": {"double": True, "vec4_a": False, "vec4_b": False},
+         "a": {"double": False, "vec4_a": True, "vec4_b": False},
+         "b": {"double": False, "vec4_a": False, "vec4_b": True},
+         "none": {"double": False, "vec4_a": False, "vec4_b": False}}
 
 
 def _tuning(d, g, config: str | None, target: str = "llvmpipe"):
@@ -111,16 +114,18 @@ def test_other_languages_keep_their_staging():
 def test_matches_numpy_on_lavapipe(vk, case, config, mode, monkeypatch):
     if mode != "all" and config not in (None, "48x32x8"):
         pytest.skip("each switch alone: the rule's tiles and the partial round suffice")
-    monkeypatch.setitem(kernels.GLSL_STAGING, "double", MODES[mode]["double"])
-    monkeypatch.setitem(kernels.GLSL_STAGING, "vec4", MODES[mode]["vec4"])
+    for k, v in MODES[mode].items():
+        monkeypatch.setitem(kernels.GLSL_STAGING, k, v)
     g, d = CASES[case]()
     t = _tuning(d, g, config)
     plan, _ = glsl_sources(d, g, tuning=t, abis=("bda",))
     if config is not None:
         assert plan.gemm["source"] == "tuned", plan.gemm
     assert plan.ctx["DB"] == MODES[mode]["double"]
-    if not MODES[mode]["vec4"]:
-        assert plan.ctx["VA"] is None and plan.ctx["VB"] is None
+    if not MODES[mode]["vec4_a"]:
+        assert plan.ctx["VA"] is None
+    if not MODES[mode]["vec4_b"]:
+        assert plan.ctx["VB"] is None
     from halbench.compiler.codegen import glsl
 
     monkeypatch.setattr(glsl, "tuning_for", lambda *a, **k: t)  # generate_vulkan with the forced tiles

@@ -895,7 +895,7 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
 
 
 #: What the GLSL register-staged GEMM may use (_glsl_staging); switches for A/B measurements.
-GLSL_STAGING = {"double": True, "vec4": True}
+GLSL_STAGING = {"double": True, "vec4_a": True, "vec4_b": True}
 
 
 def _glsl_staging(c: _Ctx, t: Tuning, tiles: Any, slices: int, depth: int, operands: tuple[int, int],
@@ -914,16 +914,14 @@ def _glsl_staging(c: _Ctx, t: Tuning, tiles: Any, slices: int, depth: int, opera
     shared_bytes = 4 * 2 * words + (4 if slices > 1 else 0)
     if GLSL_STAGING["double"] and shared_bytes <= t.shared_bytes:
         out["DB"] = True
-    if not GLSL_STAGING["vec4"]:
-        return out
     a_off, b_off = vec4_off  # set where K (A) / N (B) is a multiple of 4
     if b_off is None and srcs.get("b", {}).get("kind") == "im2col" and srcs["b"].get("vec"):
         b_off = srcs["b"]["off"]  # a 1x1 stride-1 unpadded NCHW convolution: n runs of 4 pixels
     # A's runs are along K: the step (BK) and each K slice (DEPTH) in whole 4s
-    if (a_off is not None and c.dtype(operands[0]) == "f32" and tiles.bk % 4 == 0
+    if (GLSL_STAGING["vec4_a"] and a_off is not None and c.dtype(operands[0]) == "f32" and tiles.bk % 4 == 0
             and (slices == 1 or depth % 4 == 0)):
         out["VA"] = c.L.load4(operands[0], f"({a_off}) / 4")
-    if b_off is not None and c.dtype(operands[1]) == "f32" and tiles.bn % 4 == 0:
+    if GLSL_STAGING["vec4_b"] and b_off is not None and c.dtype(operands[1]) == "f32" and tiles.bn % 4 == 0:
         out["VB"] = c.L.load4(operands[1], f"({b_off}) / 4")
     return out
 
