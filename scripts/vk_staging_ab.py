@@ -1,7 +1,7 @@
 """Bundles for an A/B of the Vulkan GEMM's register staging (kernels.GLSL_STAGING), compiled
 here (the GPU machine has no ONNX front end) and timed there with scripts/ab_models.py.
 
-Usage: python scripts/vk_staging_ab.py DIR TAG [double|vec4|a|b|none|all] [--apis vulkan,cuda] [--abi bda|descriptors]
+Usage: python scripts/vk_staging_ab.py DIR TAG [default|double|vec4|a|b|none|all] [--apis vulkan,cuda] [--abi bda|descriptors]
        [--models resnet50:1,resnet50:8,mobilenetv2:8]
 writes DIR/MODEL-bB-TAG.hbx (--weights random, target h100, BDA ABI; the tuning cache is
 $HALBENCH_TUNING_CACHE). Run with PYTHONPATH at another checkout for its code (tag A: main);
@@ -51,7 +51,7 @@ def main() -> None:
     mode = args[2] if len(args) > 2 else "all"
     from halbench.compiler.codegen import kernels
 
-    if hasattr(kernels, "GLSL_STAGING"):
+    if hasattr(kernels, "GLSL_STAGING") and mode != "default":  # default: the checkout's own
         kernels.GLSL_STAGING.update(double=mode in ("double", "all"), vec4_a=mode in ("vec4", "a", "all"),
                                     vec4_b=mode in ("vec4", "b", "all"))
     import onnx

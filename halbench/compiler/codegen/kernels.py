@@ -894,8 +894,13 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
     return p
 
 
-#: What the GLSL register-staged GEMM may use (_glsl_staging); switches for A/B measurements.
-GLSL_STAGING = {"double": True, "vec4_a": True, "vec4_b": True}
+#: What the GLSL register-staged GEMM may use (_glsl_staging): True (wherever it applies),
+#: False, or for ``vec4_b`` "wide" (thread tiles of 32+ outputs, unsplit). Measured on the H100
+#: through Vulkan (ResNet-50 b8 fp32, tuned tiles, per kernel / whole model): two stages raised
+#: registers 64 -> 105 and ran 0.85-1.46x (whole 1.12x slower); A in 16-byte loads 0.79-1.38x
+#: (whole 1.04x slower); B in 16-byte loads 0.77-0.80x on the 128x64 8x4 tiles of 1x1
+#: convolutions, up to 1.21x on 4x4 tiles (whole 0.99x).
+GLSL_STAGING: dict[str, bool | str] = {"double": False, "vec4_a": False, "vec4_b": "wide"}
 
 
 def _glsl_staging(c: _Ctx, t: Tuning, tiles: Any, slices: int, depth: int, operands: tuple[int, int],
@@ -907,7 +912,8 @@ def _glsl_staging(c: _Ctx, t: Tuning, tiles: Any, slices: int, depth: int, opera
     the 16-byte load of 4 neighbours along K of A / along N of B (a load4 expression of ``m``,
     ``n``, ``k``, ``b``) where the operand is dense there, 16-byte aligned and every K slice
     starts and ends on a multiple of 4, so a run is either wholly inside the operand or wholly
-    outside. HIP, WGSL and CUDA without cp.async keep the scalar single-stage staging."""
+    outside. GLSL_STAGING says which of them are on. HIP, WGSL and CUDA without cp.async keep
+    the scalar single-stage staging."""
     if c.L.name != "glsl":
         return {}
     out: dict[str, Any] = {}
@@ -921,7 +927,9 @@ def _glsl_staging(c: _Ctx, t: Tuning, tiles: Any, slices: int, depth: int, opera
     if (GLSL_STAGING["vec4_a"] and a_off is not None and c.dtype(operands[0]) == "f32" and tiles.bk % 4 == 0
             and (slices == 1 or depth % 4 == 0)):
         out["VA"] = c.L.load4(operands[0], f"({a_off}) / 4")
-    if GLSL_STAGING["vec4_b"] and b_off is not None and c.dtype(operands[1]) == "f32" and tiles.bn % 4 == 0:
+    wide = tiles.tm * tiles.tn >= 32 and slices == 1
+    if ((GLSL_STAGING["vec4_b"] is True or (GLSL_STAGING["vec4_b"] == "wide" and wide))
+            and b_off is not None and c.dtype(operands[1]) == "f32" and tiles.bn % 4 == 0):
         out["VB"] = c.L.load4(operands[1], f"({b_off}) / 4")
     return out
 
