@@ -19,7 +19,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 import numpy as np
 
@@ -71,6 +71,10 @@ class EntryPoint:
     #: Dynamic shared memory per workgroup in bytes (CUDA/HIP ``extern __shared__``; the driver
     #: opts the kernel in past 48 KiB and refuses more than the device's per-block limit).
     dynamic_shared_bytes: int = 0
+    #: The kernel waits for the grids it depends on itself before it touches memory (CUDA sm_90+
+    #: ``griddepcontrol.wait``): the driver may launch it while its predecessor finishes
+    #: (programmatic dependent launch).
+    dependent_launch: bool = False
 
     def __post_init__(self) -> None:
         if self.bindings < 0 or self.constants < 0:
@@ -79,6 +83,7 @@ class EntryPoint:
             raise UserError(f"entry point '{self.name}': dynamic_shared_bytes must be 0 to "
                             f"{MAX_DYNAMIC_SHARED_BYTES}, got {self.dynamic_shared_bytes}")
         object.__setattr__(self, "dynamic_shared_bytes", int(self.dynamic_shared_bytes))
+        object.__setattr__(self, "dependent_launch", bool(self.dependent_launch))
         ws = tuple(int(v) for v in self.workgroup_size)
         if len(ws) != 3 or min(ws) < 1:
             raise UserError(f"entry point '{self.name}': workgroup_size must be 3 positive ints, got {self.workgroup_size}")
@@ -89,12 +94,15 @@ class EntryPoint:
              "workgroup_size": list(self.workgroup_size)}
         if self.dynamic_shared_bytes:  # absent when 0: older readers keep reading the manifest
             d["dynamic_shared_bytes"] = self.dynamic_shared_bytes
+        if self.dependent_launch:  # absent when False, likewise
+            d["dependent_launch"] = True
         return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> EntryPoint:
         return cls(d["name"], int(d["bindings"]), int(d.get("constants", 0)),
-                   tuple(d.get("workgroup_size", (1, 1, 1))), int(d.get("dynamic_shared_bytes", 0)))
+                   tuple(d.get("workgroup_size", (1, 1, 1))), int(d.get("dynamic_shared_bytes", 0)),
+                   bool(d.get("dependent_launch", False)))
 
 
 @dataclass(frozen=True)
@@ -650,7 +658,7 @@ class Device(ABC):
         finally:
             self.closed = True
 
-    def __enter__(self) -> Device:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

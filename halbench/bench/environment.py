@@ -26,7 +26,7 @@ def _nvml() -> Any:
 
         pynvml.nvmlInit()
         return pynvml
-    except Exception:  # no NVML library or no NVIDIA driver: nothing to read
+    except Exception:  # noqa: BLE001 - no NVML library or no NVIDIA driver: nothing to read
         return None
 
 
@@ -50,14 +50,14 @@ def read_environment(info: Any) -> dict[str, Any]:
         }
         try:
             reading["power_w"] = nv.nvmlDeviceGetPowerUsage(h) / 1000.0
-        except Exception:
+        except Exception:  # noqa: S110, BLE001 - a power reading is optional (not every board reports it)
             pass
         get_reasons = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
             nv.nvmlDeviceGetCurrentClocksThrottleReasons
         bits = int(get_reasons(h))
         reading["throttle_reasons"] = [name for bit, name in _REASONS.items() if bits & bit]
         return reading
-    except Exception as e:  # a reading must never fail a benchmark
+    except Exception as e:  # noqa: BLE001 - a reading must never fail a benchmark
         return {"error": f"NVML: {e}"}
 
 

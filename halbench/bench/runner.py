@@ -96,7 +96,7 @@ def _git_commit() -> str | None:
     try:
         root = Path(__file__).resolve().parents[2]
         out = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
-                             text=True, timeout=5)
+                             text=True, timeout=5, check=False)
         return out.stdout.strip() or None if out.returncode == 0 else None
     except (OSError, subprocess.SubprocessError):
         return None
@@ -274,7 +274,7 @@ def _run_pair(spec: BenchmarkSpec, where: Any, missing_reason: str | None, open_
         entry = _entry(spec, uri, "error", f"device lost: {e}")
     except HalbenchError as e:
         entry = _entry(spec, uri, "error", str(e))
-    except Exception as e:  # a bug in one benchmark must not lose the others
+    except Exception as e:  # noqa: BLE001 - a bug in one benchmark must not lose the others
         entry = _entry(spec, uri, "error", f"internal error: {type(e).__name__}: {e}")
     if entry.status == "ok":
         entry = replace(entry, samples=replace(entry.samples, blocks=(len(entry.samples.device_ms),)))

@@ -46,8 +46,8 @@ def print_op(op: Op, g: Graph, indent: str = "  ") -> list[str]:
         maps = ", ".join(_map(m) for m in a["maps"])
         red = [r for r in a["reduce"] if r]
         extra = f" reduce={a['reduce']} init={a['init_consts']}" if red else ""
-        lines = [f"{indent}{outs} = generic({ins}) dims={a['dims']} iters="
-                 f"{''.join('r' if t == 'reduction' else 'p' for t in a['iterators'])} maps=[{maps}]{extra}"]
+        iters = "".join("r" if t == "reduction" else "p" for t in a["iterators"])
+        lines = [f"{indent}{outs} = generic({ins}) dims={a['dims']} iters={iters} maps=[{maps}]{extra}"]
         return lines + print_body(a["body"], indent + "    ")
     if op.kind == "row":
         lines = [f"{indent}{outs} = row[{a['pattern']}]({ins}) rows={a['rows']} length={a['length']}"]

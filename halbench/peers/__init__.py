@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache, lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Self
 
 import numpy as np
 
@@ -26,6 +26,7 @@ from halbench.errors import BadOption, UserError
 
 __all__ = [
     "DEVICE_KINDS",
+    "Modes",
     "Peer",
     "PeerSample",
     "PeerSpec",
@@ -37,6 +38,9 @@ __all__ = [
     "parse_peer",
     "peer_names",
 ]
+
+#: A peer's modes: name -> (the device kinds it runs on, what it is).
+Modes = Mapping[str, tuple[tuple[str, ...], str]]
 
 #: Device kinds a peer can run on, by the halbench driver of the device.
 DEVICE_KINDS = {"cuda": "cuda", "vulkan": "vulkan", "hip": "hip", "local-sync": "cpu", "local-task": "cpu"}
@@ -100,7 +104,7 @@ class PreparedPeer:
     def close(self) -> None:
         """Release what the peer holds (graphs, sessions, device memory)."""
 
-    def __enter__(self) -> PreparedPeer:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -120,7 +124,7 @@ class Peer:
 
     name: str = ""
     #: mode -> (device kinds it runs on, one line of what it is)
-    modes: Mapping[str, tuple[tuple[str, ...], str]] = {}
+    modes: ClassVar[Modes] = {}
     default_mode: str = ""
     #: the Python packages it needs, for the one-line reason when they are missing
     packages: str = ""

@@ -20,11 +20,12 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from halbench.peers import (
+    Modes,
     Peer,
     PeerSample,
     PeerSpec,
@@ -45,8 +46,9 @@ _NEAREST = {"cuda": ["sm_80"], "vulkan": ["ampere"], "hip": ["gfx942"]}
 
 class IreePeer(Peer):
     name = "iree"
-    modes = {"default": (("cpu", "vulkan", "cuda", "hip"),
-                         "IREE: llvm-cpu, vulkan-spirv, cuda or rocm by the device")}
+    modes: ClassVar[Modes] = {
+        "default": (("cpu", "vulkan", "cuda", "hip"),
+        "IREE: llvm-cpu, vulkan-spirv, cuda or rocm by the device")}
     default_mode = "default"
     packages = "iree-base-runtime (and iree-base-compiler to compile)"
     modules = ("iree.runtime",)
@@ -141,7 +143,7 @@ def compile_for(model: Path, key: str, kind: str, candidates: list[str | None], 
         r = subprocess.run([sys.executable, "-m", "iree.compiler.tools.import_onnx", str(model), "-o", str(mlir),
                             "--externalize-params", "--no-save-params", "--params-scope", _SCOPE,
                             "--num-elements-threshold", str(PARAM_THRESHOLD)],
-                           capture_output=True, text=True, timeout=1800)
+                           check=False, capture_output=True, text=True, timeout=1800)
         if r.returncode != 0:
             err = (r.stderr.strip().splitlines() or ["?"])[-1][:300]
             raise PeerUnsupported(f"IREE's ONNX importer failed: {err}")

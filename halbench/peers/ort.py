@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
-from halbench.peers import Peer, PeerSample, PeerSpec, PeerUnsupported, PreparedPeer, host_timed
+from halbench.peers import Modes, Peer, PeerSample, PeerSpec, PeerUnsupported, PreparedPeer, host_timed
 
 __all__ = ["OrtPeer"]
 
@@ -20,9 +20,10 @@ _PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider",
 
 class OrtPeer(Peer):
     name = "onnxruntime"
-    modes = {"cpu": (("cpu",), "CPU execution provider"),
-             "cuda": (("cuda",), "CUDA execution provider (onnxruntime-gpu)"),
-             "tensorrt": (("cuda",), "TensorRT execution provider (onnxruntime-gpu + TensorRT)")}
+    modes: ClassVar[Modes] = {
+        "cpu": (("cpu",), "CPU execution provider"),
+        "cuda": (("cuda",), "CUDA execution provider (onnxruntime-gpu)"),
+        "tensorrt": (("cuda",), "TensorRT execution provider (onnxruntime-gpu + TensorRT)")}
     default_mode = "cpu"
     packages = "onnxruntime"
     modules = ("onnxruntime",)

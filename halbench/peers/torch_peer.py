@@ -9,11 +9,12 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from halbench.peers import (
+    Modes,
     Peer,
     PeerSample,
     PeerSpec,
@@ -28,10 +29,11 @@ __all__ = ["TorchPeer"]
 
 class TorchPeer(Peer):
     name = "torch"
-    modes = {"eager": (("cuda", "cpu"), "eager PyTorch"),
-             "cudagraph": (("cuda",), "eager PyTorch captured in a CUDA graph, replayed"),
-             "compile": (("cuda", "cpu"), "torch.compile (inductor); compile_mode reduce-overhead "
-                                          "on CUDA (CUDA graphs), default on CPU; max-autotune")}
+    modes: ClassVar[Modes] = {
+        "eager": (("cuda", "cpu"), "eager PyTorch"),
+        "cudagraph": (("cuda",), "eager PyTorch captured in a CUDA graph, replayed"),
+        "compile": (("cuda", "cpu"), ("torch.compile (inductor); compile_mode reduce-overhead "
+                                       "on CUDA (CUDA graphs), default on CPU; max-autotune"))}
     default_mode = "eager"
     precisions = ("fp32", "tf32", "f16", "bf16")
     packages = "torch, onnx2torch"
@@ -75,7 +77,7 @@ def _freeze_reshapes(net: Any, inputs: Sequence[np.ndarray] = ()) -> int:
         try:
             with torch.inference_mode():
                 ShapeProp(gm).propagate(*[torch.from_numpy(np.ascontiguousarray(x)) for x in inputs])
-        except Exception:  # noqa: BLE001 - without traced shapes, such reshapes stay as they are
+        except Exception:  # noqa: BLE001, S110 - without traced shapes, such reshapes stay as they are
             pass
     for node in list(gm.graph.nodes):
         kind = type(modules.get(node.target)).__name__ if node.op == "call_module" else ""

@@ -250,5 +250,5 @@ def _nvml_driver_version() -> str:
             return _text(pynvml.nvmlSystemGetDriverVersion())
         finally:
             pynvml.nvmlShutdown()
-    except Exception:  # NVML missing or failing only costs this one field
+    except Exception:  # noqa: BLE001 - NVML missing or failing only costs this one field
         return ""

@@ -117,7 +117,7 @@ def cuda_status_name(driver: Any, status: Any) -> str:
         err, text = driver.cuGetErrorName(status)
         if err == driver.CUresult.CUDA_SUCCESS and text:
             return text.decode() if isinstance(text, bytes) else str(text)
-    except Exception:  # noqa: BLE001 - a status the binding cannot name still gets reported
+    except Exception:  # noqa: BLE001, S110 - a status the binding cannot name still gets reported
         pass
     return getattr(status, "name", str(status))
 

@@ -9,6 +9,7 @@ hundreds of milliseconds, and drivers call this on every listing).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from typing import Any
 
@@ -190,7 +191,7 @@ class _Struct:
 
 
 def _chain(structs: list[_Struct]) -> None:
-    for a, b in zip(structs, structs[1:]):
+    for a, b in itertools.pairwise(structs):
         a.ptr.pNext = b.ptr
 
 
@@ -207,7 +208,7 @@ def _try(errors: dict[str, str], key: str, fn: Callable[[], Any], default: Any) 
     """Run one query; a failure is recorded under ``key`` and the rest of the probe goes on."""
     try:
         return fn()
-    except Exception as e:  # broad on purpose: one failing query must not hide the whole device
+    except Exception as e:  # noqa: BLE001 - broad on purpose: one failing query must not hide the whole device
         errors[key] = f"{vk_exception_name(e) if type(e).__name__.startswith('Vk') else type(e).__name__}: {e}"
         return default
 

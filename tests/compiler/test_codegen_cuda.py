@@ -30,6 +30,10 @@ def test_compiles_to_cubin_and_ptx(case, arch):
 
     assert cubin.entry.bindings == len(d.inputs) + len(d.outputs) + uses_extract(d) and cubin.entry.constants == 0
     assert cubin.entry == ptx.entry and cubin.workgroups == ptx.workgroups
+    # sm_90+: the kernel waits for its predecessors itself, and its entry point says so (the driver
+    # links it by a programmatic edge); before sm_90 neither
+    _, src = cuda_source(d, g, arch)
+    assert ("griddepcontrol.wait" in src) == cubin.entry.dependent_launch == (arch == "sm_90")
 
 
 def test_same_plan_as_vulkan():
@@ -82,3 +86,21 @@ def test_hip_source_is_the_cuda_kernel(case):
     _, cuda = cuda_source(d, g, "sm_90")
     assert HIP_HEADER in hip and "cuda_fp16" not in hip
     assert hip.split("// ", 1)[1] == cuda.split("// ", 1)[1] or "hb_main(" in hip
+
+
+@pytest.mark.parametrize(("target", "early"), [("h100", True), ("a100", False)])
+def test_dependent_launch_is_recorded_in_the_bundle(target, early, tmp_path):
+    """The entry points of an sm_90+ bundle say that their kernels wait for their predecessors
+    (the manifest keeps it through a write and a read); an sm_80 bundle's do not."""
+    import onnx
+
+    from halbench.bundle import read_bundle
+    from halbench.compiler import CompileOptions, compile_model
+    from tests.compiler.onnx_cases import CASES
+
+    model, _ = CASES["conv_relu6"](np.random.default_rng(0))
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    compile_model(path, CompileOptions(target_devices=("cuda",), targets={"cuda": target})).write(tmp_path / "m.hbx")
+    flags = {v.entry.dependent_launch for e in read_bundle(tmp_path / "m.hbx").manifest.executables for v in e.variants}
+    assert flags == {early}

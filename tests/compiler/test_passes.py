@@ -116,3 +116,37 @@ def test_softmax_and_layer_norm_are_recognised(case: str, pattern: str, tmp_path
     members = sum(len(d.attrs["root"].attrs["ops"]) if d.attrs["kind"] == "row" else 1 for d in tagged)
     assert members >= 4 and all(d.attrs["name"].startswith(pattern + ":") for d in tagged)
     assert any(d.attrs["kind"] == "row" for d in tagged) == (case != "softmax_axis1")
+
+
+def _embedding_model(path: Path, reshape_to: list[int]) -> Path:
+    """MiniLM's embedding head: ids (1x8, negative ones wrap) -> Reshape -> Gather(table) ->
+    Reshape(``reshape_to``) -> + position rows: the reshapes sit between element-wise ops."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(3)
+    table = numpy_helper.from_array(rng.standard_normal((10, 4)).astype(np.float32), "table")
+    pos = numpy_helper.from_array(rng.standard_normal(reshape_to).astype(np.float32), "pos")
+    flat = numpy_helper.from_array(np.array([8], np.int64), "flat")
+    shape = numpy_helper.from_array(np.array(reshape_to, np.int64), "shape")
+    nodes = [helper.make_node("Reshape", ["ids", "flat"], ["ids_flat"]),
+             helper.make_node("Gather", ["table", "ids_flat"], ["rows"], axis=0),
+             helper.make_node("Reshape", ["rows", "shape"], ["rows3"]),
+             helper.make_node("Add", ["rows3", "pos"], ["y"])]
+    graph = helper.make_graph(nodes, "emb", [helper.make_tensor_value_info("ids", TensorProto.INT64, [1, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, reshape_to)],
+                              [table, pos, flat, shape])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+@pytest.mark.parametrize(("reshape_to", "dispatches"), [([1, 8, 4], 1), ([2, 4, 4], 2)])
+def test_fusion_looks_through_unit_dim_reshapes(reshape_to: list[int], dispatches: int, tmp_path: Path) -> None:
+    """Index wrap, gather and add fuse into one dispatch across reshapes that only add or drop
+    size-1 dims; a reshape that splits a dim keeps its dispatches apart. Both match onnxruntime."""
+    from tests.compiler.helpers import compile_and_run, onnx_reference
+
+    path = _embedding_model(tmp_path / "emb.onnx", reshape_to)
+    ids = np.array([[0, 3, -1, 9, -10, 4, 2, 7]], np.int64)
+    outs, cm = compile_and_run(path, {"ids": ids}, tmp_path, target_devices=("local",))
+    assert len(cm.manifest.functions[0].dispatches) == dispatches
+    np.testing.assert_allclose(outs[0], onnx_reference(path, {"ids": ids})[0], rtol=1e-6)

@@ -4,7 +4,7 @@
 - local-sync runs of small graphs and zoo models against onnxruntime: within the precision's
   tolerance, and different from fp32 (the rounding happens);
 - CUDA: NVRTC compiles the matrix GEMM for f32 operands (sm_80+: mma.sync m16n8k16 f16 / bf16,
-  m16n8k8 tf32, two cp.async stages) for sm_80 and sm_90, matmul, batch matmul and implicit-GEMM
+  m16n8k8 tf32, cp.async stages) for sm_80 and sm_90, matmul, batch matmul and implicit-GEMM
   conv; which operands come in by cp.async;
 - Vulkan: glslang compiles the cooperative-matrix f16 variant for an NVIDIA target; targets
   without matrix units for the precision (lavapipe, the generic target, bf16 / tf32 on Vulkan)
@@ -183,7 +183,9 @@ def test_cuda_matrix_gemm_stages_operands_by_cp_async_where_they_allow():
     """tf32: contiguous, aligned f32 runs of 4 come in by 16-byte cp.async, zero-filled outside
     the problem from the operand's own first address (never an out-of-range one); f16 rounds them
     in registers from one float4 load; a 1x1 conv's im2col operand is such a run too, a 3x3
-    one's is gathered with its pixel coordinates computed once per thread ("im2col"), a
+    one's is gathered with its pixel coordinates computed once per thread: under tf32 by 4-byte
+    cp.async per element that reads the input's first address with size 0 (zero-fill) where the
+    tap is padding or outside the problem ("cpi"), under f16 through registers ("im2col"); a
     transposed operand element by element."""
     from halbench.compiler.codegen.cuda import cuda_source
 
@@ -191,7 +193,7 @@ def test_cuda_matrix_gemm_stages_operands_by_cp_async_where_they_allow():
              "conv3x3": _cases()["conv"], "transposed": _cases()["batch_matmul"]}
     want = {("matmul", "tf32"): ("cp", "cp"), ("matmul", "f16"): ("v4", "v4"),
             ("conv1x1", "tf32"): ("cp", "cp"), ("conv1x1", "f16"): ("v4", "v4"),
-            ("conv3x3", "tf32"): ("cp", "im2col"), ("conv3x3", "f16"): ("v4", "im2col"),
+            ("conv3x3", "tf32"): ("cp", "cpi"), ("conv3x3", "f16"): ("v4", "im2col"),
             ("transposed", "tf32"): ("el", "el"), ("transposed", "bf16"): ("el", "el")}
     for (case, precision), modes in want.items():
         g, d = _with_precision(cases[case](), precision)
@@ -202,6 +204,10 @@ def test_cuda_matrix_gemm_stages_operands_by_cp_async_where_they_allow():
                 assert re.search(rf"\? \(const void\*\)\(\(B{i} \+ \(.*?\)\)\) : \(const void\*\)\(B{i}\)\), "
                                  rf"\"r\"\(\(.*?\) \? 16 : 0\)", src), (case, precision, x)
                 assert i in plan.vec4  # the runtime checks the binding's 16-byte alignment
+        if modes[1] == "cpi":  # the input x is binding 0: ok ? its element : x itself, 4 or 0 bytes
+            assert re.search(r"cp\.async\.ca\.shared\.global \[%0\], \[%1\], 4, %2;.*\(ok\) \? \(const void\*\)"
+                             r"\(B0 \+ nb_\[j\] \+ kbase\) : \(const void\*\)\(B0\)\), \"r\"\(\(ok\) \? 4 : 0\)", src)
+            assert "bool ok = kv && nv_[j] && uint(ih) <" in src
 
 
 def test_sm80_rule_puts_convolutions_and_short_split_gemms_on_mma_sync():

@@ -45,6 +45,13 @@ SOURCES = {
     if (i < n) buf[i] += 1u;
 }""",
     "noop": _H + """hb_main(void* buf) {}""",
+    # add_one that may launch before its predecessor ends (sm_90+: programmatic dependent launch)
+    "add_one_early": _H + """__launch_bounds__(64) hb_main(unsigned* buf, unsigned n) {
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) buf[i] += 1u;
+}""",
 }
 
 ENTRIES = {
@@ -53,6 +60,7 @@ ENTRIES = {
     "many_bindings": EntryPoint("main", 8, 1, (64, 1, 1)),
     "add_one": EntryPoint("main", 1, 1, (64, 1, 1)),
     "noop": EntryPoint("main", 1, 0, (1, 1, 1)),
+    "add_one_early": EntryPoint("main", 1, 1, (64, 1, 1), dependent_launch=True),
 }
 
 

@@ -158,3 +158,41 @@ def test_kernel_resources_come_from_the_driver(dev):
     assert 0 < res["occupancy"] <= 1
     with pytest.raises(UserError, match="no entry point"):
         exe.resources("nope")
+
+
+def _programmatic_edges(dev, graph) -> int:
+    d = dev.api.d
+    status, _, _, _, n = d.cuGraphGetEdges(graph, 0)
+    status, _, _, data, n = d.cuGraphGetEdges(graph, n)
+    assert status == d.CUresult.CUDA_SUCCESS
+    return sum(1 for e in data[:n] if int(e.type) == 1)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("pdl", ["1", "0"])
+def test_dependent_launch_chains_kernels_through_programmatic_edges(dev, pdl, monkeypatch):
+    """Kernels whose entry points wait for their predecessors (EntryPoint.dependent_launch) follow
+    a lone kernel through a programmatic edge (HALBENCH_CUDA_PDL=0: full edges); 40 dependent
+    dispatches over 1M elements still add up exactly (a launch that did not wait would lose adds)."""
+    from halbench.arch import parse_sm
+
+    if parse_sm(kernels_cuda.device_arch()).major < 9:
+        pytest.skip("griddepcontrol needs sm_90+")
+    monkeypatch.setenv("HALBENCH_CUDA_PDL", pdl)
+    n, chain = 1 << 20, 40
+    exe = dev.load_executable(kernels_cuda.build("add_one_early", "cuda-cubin-v1"))
+    plain = dev.load_executable(kernels_cuda.build("add_one", "cuda-cubin-v1"))
+    buf = dev.allocate(4 * n)
+    buf.write(np.zeros(n, np.uint32))
+
+    def rec(cb):
+        for i in range(chain):
+            # every tenth kernel does not wait for its predecessor itself: a full edge before it
+            cb.dispatch(plain if i % 10 == 5 else exe, "main", (groups(n, 64),), [buf], [n])
+            cb.barrier()
+    cb = record(dev, rec)
+    for _ in range(3):
+        dev.submit(cb).wait(TIMEOUT_S)
+    assert (buf.read(np.uint32) == 3 * chain).all()
+    edges = _programmatic_edges(dev, cb._graphs[0])
+    assert edges == (chain - 1 - 4 if pdl == "1" else 0)

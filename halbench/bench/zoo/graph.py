@@ -103,8 +103,8 @@ class GraphBuilder:
         fan_in = cin // groups * kernel * kernel
         w = self.he_normal((cout, cin // groups, kernel, kernel), fan_in)
         gamma, beta, mean, var = self.bn_params(cout, gamma_scale)
-        attrs = dict(kernel_shape=[kernel, kernel], strides=[stride, stride], pads=[pad] * 4,
-                     group=groups)
+        attrs = {"kernel_shape": [kernel, kernel], "strides": [stride, stride], "pads": [pad] * 4,
+                 "group": groups}
         if fold_bn:
             scale = gamma / np.sqrt(var + BN_EPS)
             wf = (w * scale[:, None, None, None]).astype(np.float32)

@@ -53,7 +53,7 @@ def compile_glsl(source: str, defines: dict[str, object] | None = None, *, name:
         src.write_text(source)
         cmd = [find_tool("glslangValidator"), "-V", "--target-env", TARGET_ENV, "-S", "comp",
                *args, "-o", str(out), str(src)]
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=_env())
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=_env(), check=False)
         if proc.returncode != 0 or not out.exists():
             lines = [ln for ln in (proc.stdout + proc.stderr).splitlines()
                      if "ERROR" in ln or "error" in ln] or (proc.stdout + proc.stderr).splitlines()

@@ -40,7 +40,7 @@ def _nvrtc():
 def nvrtc_version() -> tuple[int, int]:
     nvrtc = _nvrtc()
     try:
-        err, major, minor = nvrtc.nvrtcVersion()
+        _err, major, minor = nvrtc.nvrtcVersion()
     except Exception as e:  # the library itself could not be loaded
         raise CompileError(f"NVRTC could not be loaded: {e}; pip install nvidia-cuda-nvrtc") from e
     return int(major), int(minor)
@@ -73,7 +73,7 @@ def _check(result: tuple, what: str, log: str = "") -> None:
 
 
 def _program_log(nvrtc, prog) -> str:
-    err, n = nvrtc.nvrtcGetProgramLogSize(prog)
+    _err, n = nvrtc.nvrtcGetProgramLogSize(prog)
     buf = b" " * n
     nvrtc.nvrtcGetProgramLog(prog, buf)
     return buf.rstrip(b"\0 ").decode(errors="replace").strip()

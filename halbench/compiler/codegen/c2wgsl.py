@@ -410,7 +410,7 @@ class _Parser:
             if f is None:
                 raise CompileError(f"WGSL translation: unknown function '{tok}'")
             name, rtype = f
-            rt = rtype(list(a.type for a in args)) if callable(rtype) else rtype
+            rt = rtype([a.type for a in args]) if callable(rtype) else rtype
             if "{0}" in name:
                 return _Expr(name.format(*(a.text for a in args)), rt)
             params = self.scope.lookup(f"$params:{tok}")

@@ -4,7 +4,9 @@
 arch (``sm_90`` ...) and a ``cuda-ptx-v1`` fallback the driver JIT-compiles on later GPUs. The
 kernel is ``hb_main`` in the source and ``main`` in the binary (NVRTC renames it; CUDA C cannot
 name a kernel ``main``). ABI: one pointer per binding, no uint32 parameters (shapes are baked
-in); block = the entry's workgroup_size.
+in); block = the entry's workgroup_size. On sm_90+ every kernel starts with ``griddepcontrol.wait``
+(and then lets its successor launch) and its entry point says so (``dependent_launch``): the
+driver links such kernels by programmatic edges (drivers/_gpu/command_buffer.py).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import re
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from halbench.arch import is_sm
+from halbench.arch import is_sm, parse_sm
 from halbench.compiler.codegen.glsl import GpuVariant, _needs, render
 from halbench.compiler.codegen.kernels import Plan, as_dispatch, plan_dispatch
 from halbench.compiler.codegen.lang import Lang
@@ -71,7 +73,14 @@ class CUDA(Lang):
         return f"__half2float(__float2half({x}))"
 
 
-def _render(plan: Plan, d: Any, g: Graph, lang: Lang, header: str) -> str:
+def dependent_launch(arch: str) -> bool:
+    """Whether kernels for ``arch`` wait for their predecessors themselves (``griddepcontrol``,
+    sm_90+): the CUDA driver then links them by programmatic edges, so a kernel launches, and its
+    workgroups take the free units, while the one before it finishes."""
+    return is_sm(arch) and parse_sm(arch).major >= 9
+
+
+def _render(plan: Plan, d: Any, g: Graph, lang: Lang, header: str, early: bool = False) -> str:
     disp = as_dispatch(d)
     body = render(plan.template, L=lang, **plan.ctx)
     need = _needs(body + "\n".join("\n".join(h[3]) for h in plan.helpers))
@@ -91,7 +100,7 @@ def _render(plan: Plan, d: Any, g: Graph, lang: Lang, header: str) -> str:
     header = "\n".join((header, *plan.ctx.get("includes", ())))
     return render("cuda_module.j2", header=header, name=plan.ctx.get("name", disp.name), wg=plan.workgroup_size,
                   bindings=bindings, shared=plan.shared, helpers=plan.helpers, body=body,
-                  constants=plan.ctx.get("constants", ()),
+                  constants=plan.ctx.get("constants", ()), dependent_launch=early,
                   library=render("cuda_library.j2", need=need))
 
 
@@ -100,7 +109,7 @@ def cuda_source(d: Any, g: Graph, target: Any = None, tuning: Tuning | None = No
     t = tuning or tuning_for(target, "cuda")
     L = CUDA()
     plan = plan_dispatch(d, g, t, L)
-    return plan, _render(plan, d, g, L, CUDA_HEADER)
+    return plan, _render(plan, d, g, L, CUDA_HEADER, dependent_launch(t.arch))
 
 
 def generate_cuda(d: Any, g: Graph, target: Any = None, *, formats: Sequence[str] = ("cubin", "ptx")) -> list[GpuVariant]:
@@ -113,7 +122,8 @@ def generate_cuda(d: Any, g: Graph, target: Any = None, *, formats: Sequence[str
     plan, src = cuda_source(d, g, tuning=t)
     disp = as_dispatch(d)
     name = re.sub(r"[^A-Za-z0-9_]+", "_", disp.name)
-    entry = EntryPoint("main", len(disp.values) + plan.status + plan.scratch, 0, plan.workgroup_size)
+    entry = EntryPoint("main", len(disp.values) + plan.status + plan.scratch, 0, plan.workgroup_size,
+                       plan.dynamic_shared, dependent_launch=dependent_launch(t.arch))
     out = []
     for fmt in formats:
         try:

@@ -35,7 +35,9 @@ from halbench.compiler.codegen.tuning import (
     gemm_stages,
     gemm_tiles,
     mma_fragment,
+    mma_sync_dynamic,
     mma_sync_ok,
+    mma_sync_split,
     mma_sync_takes_split,
     mma_sync_tiles,
     mma_tiles,
@@ -101,6 +103,9 @@ class Plan:
     #: a scalar f32 GEMM's problem, configuration and where it came from ("tuned" or "rule"),
     #: recorded per variant in the bundle's manifest
     gemm: dict[str, Any] | None = None
+    #: bytes of dynamic shared memory the kernel takes (CUDA: EntryPoint.dynamic_shared_bytes;
+    #: the kernel declares it ``extern __shared__`` and carves its arrays itself)
+    dynamic_shared: int = 0
 
 
 class _Ctx:
@@ -713,7 +718,10 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
                              f"ihb * {w} + iwb;")],
                       "k": [f"int ci = k / {kh * kw};", f"int kh_ = ((k / {kw}) % {kh}) * {dl[0]};",
                             f"int kw_ = (k % {kw}) * {dl[1]};", f"int kbase = ci * {h * w} + kh_ * {w} + kw_;"],
-                      "H": h, "W": w, "pad": pad_v, "load": c.L.load(ia, c.dtype(ia), "nbase + kbase")}
+                      "H": h, "W": w, "pad": pad_v, "load": c.L.load(ia, c.dtype(ia), "nbase + kbase"),
+                      # 4-byte cp.async of f32 elements (tf32), zero-filling the padding
+                      "buf": f"B{ia}", "zero": _zero(a.get("pad_value", 0.0)) and c.dtype(ia) == "f32",
+                      "taps": kh * kw}
             out = ([f"(n / {oh * ow})", "b", "m", f"((n / {ow}) % {oh})", f"(n % {ow})"] if pre else
                    [f"(n / {oh * ow})", "m", f"((n / {ow}) % {oh})", f"(n % {ow})"])
             a_kc, b_nc = True, True
@@ -797,7 +805,7 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
         # WMMA and the rounded scalar GEMM, 2.23 / 1.71 here; b1 1.17 / 1.12 -> 0.85 / 0.67.
         if mma_sync_ok(t):
             wins = True
-            st = mma_sync_tiles(t, precision, m, n, k, batch)
+            st = mma_sync_tiles(t, precision, m, n, k, batch, **_conv_shape(op, im2col, precision))
             whole = not _rule_splits(c) or (st is not None and mma_sync_takes_split(t, st, m, n, k, batch))
         else:
             wins = op.kind in ("matmul", "batch_matmul") or precision in ("f16", "bf16")
@@ -806,10 +814,19 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
     else:
         frag = mma_fragment(t, in_dt) if c.dtype(ib) == in_dt else None
     kind = precision if precision != "fp32" else in_dt
-    st_ = mma_sync_tiles(t, kind, m, n, k, batch) if frag is not None and mma_sync_ok(t) else None
+    shape = _conv_shape(op, im2col, kind)
+    st_ = mma_sync_tiles(t, kind, m, n, k, batch, **shape) if frag is not None and mma_sync_ok(t) else None
     if st_ is not None:
+        sp = gemm_split(c.d, c.g) if c.L.scratch_ok else None
+        st_ = mma_sync_split(t, st_, kind, m, n, k, batch, sp.room if sp is not None else 1, shape["conv"])
+        split = None
+        if st_.split > 1 and sp is not None:
+            per = -(-k // st_.split)
+            depth = -(-per // st_.bk) * st_.bk  # whole BK steps per slice
+            split = {"SPLIT": -(-k // depth), "DEPTH": depth, "PART": 0, "CTR": sp.partial_words,
+                     "SB": len(c.d.values) + uses_extract(c.d)}
         return _plan_mma_sync(c.L, st_, kind, precision != "fp32", problem, helpers, operands,
-                              vec_off, vec4_off, b_run, batch, im2col)
+                              vec_off, vec4_off, b_run, batch, im2col, mma_sync_dynamic(t, st_, kind), split)
     mt = mma_tiles(t, frag, m, n, k, batch) if frag is not None else None
     if mt is not None:
         ctx, shared = mma_context(c.L, mt, precision if precision != "fp32" else in_dt)
@@ -979,6 +996,12 @@ def _portable_im2col(nb: int, g_off: str, hw: tuple[int, int], ohw: tuple[int, i
 _KTAB_BYTES = 48 * 1024
 
 
+def _zero(pad_value: Any) -> bool:
+    """Whether a convolution's padding value is +0.0 (what a zero-filling copy writes)."""
+    pv = float(pad_value)
+    return pv == 0.0 and math.copysign(1.0, pv) > 0
+
+
 def _async_ok(c: _Ctx, srcs: dict[str, dict[str, Any]], precision: str, pad_value: Any) -> bool:
     """Whether the scalar GEMM of ``c`` may stage through cp.async (CUDA C only, sm_80+ decided by
     tuning.gemm_stages): both operands f32 and read as they are (no --precision rounding of the
@@ -987,8 +1010,7 @@ def _async_ok(c: _Ctx, srcs: dict[str, dict[str, Any]], precision: str, pad_valu
         return False
     if any(src["dtype"] != "f32" for src in srcs.values()):
         return False
-    pv = float(pad_value)
-    return pv == 0.0 and math.copysign(1.0, pv) > 0
+    return _zero(pad_value)
 
 
 def _async_ctx(srcs: dict[str, dict[str, Any]], tiles: Any) -> dict[str, Any]:
@@ -1006,12 +1028,22 @@ def _async_ctx(srcs: dict[str, dict[str, Any]], tiles: Any) -> dict[str, Any]:
 def _plan_mma_sync(L: Lang, tiles: MmaTiles, kind: str, rounded: bool, problem: dict[str, Any],
                    helpers: list[tuple[str, str, str, list[str]]], operands: tuple[int, int],
                    vec_off: tuple[str | None, str | None], vec4_off: tuple[str | None, str | None],
-                   b_run: tuple[str, int] | None, batch: int, im2col: dict[str, Any] | None = None) -> Plan:
+                   b_run: tuple[str, int] | None, batch: int, im2col: dict[str, Any] | None = None,
+                   dynamic: int = 0, split: dict[str, int] | None = None) -> Plan:
     """The mma.sync GEMM (sm_80+, gemm_mma_sync.j2) and how it stages each operand: cp.async of
     16 bytes where the operand's runs are contiguous, aligned and already of the staged type
     (f16 / bf16 tensors; f32 ones under tf32, rounded as fragments are read), a float4 load
-    converted in registers for f32 ones under f16 / bf16, element loads otherwise."""
-    ctx, shared = mma_sync_context(tiles, kind)
+    converted in registers for f32 ones under f16 / bf16, element loads otherwise; an NCHW
+    convolution's B by its im2col pixel / tap split, copied element by element by 4-byte cp.async
+    under tf32 where the padding is zero. ``dynamic``: bytes of dynamic shared memory for the
+    stages (tuning.mma_sync_dynamic; 0: static arrays). ``split``: split-K (SPLIT slices of DEPTH,
+    the scratch binding SB with partial sums from word PART and tile counters from CTR; as the
+    scalar GEMM's, kernels.GemmSplit), None: unsplit."""
+    ctx, shared = mma_sync_context(tiles, kind, dynamic)
+    slices = 1
+    if split is not None:
+        slices = split["SPLIT"]
+        ctx.update(split)
     ctx.update(problem)
     offs = vec4_off if rounded else vec_off  # runs of 4 f32 / 8 16-bit elements
     if b_run is not None and offs[1] is None and b_run[1] % (4 if rounded else 8) == 0:
@@ -1030,14 +1062,26 @@ def _plan_mma_sync(L: Lang, tiles: MmaTiles, kind: str, rounded: bool, problem: 
         # ResNet-50 b8 f16 on the H100: 2.62 -> 2.12 ms against element loads through hb_im2col
         nt = 32 if tiles.bn >= 128 else 16  # threads along n (coalesced), the rest along k
         if tiles.bn % nt == 0 and tiles.threads % nt == 0 and tiles.bk % (tiles.threads // nt) == 0:
-            modes["b"] = "im2col"
+            # tf32 B stages raw f32 (cvt.rna as fragments are read): cp.async where padding is 0
+            modes["b"] = "cpi" if kind == "tf32" and im2col.get("zero") else "im2col"
             ctx.update(I2C=im2col, NT=nt, KT=tiles.threads // nt)
     ctx.update(MODE=modes, PTR=ptrs, BASE=bases, VEC=widths, VEC4=vec4s)
     gx, gy = -(-problem["N"] // tiles.bn), -(-problem["M"] // tiles.bm)
-    p = Plan("gemm_mma_sync.j2", ctx, (tiles.threads, 1, 1), (gx, gy, batch), shared, helpers=helpers)
+    ctx.update(GX=gx, GY=gy)
+    p = Plan("gemm_mma_sync.j2", ctx, (tiles.threads, 1, 1), (gx, gy, batch * slices), shared, helpers=helpers,
+             dynamic_shared=dynamic)
     p.vec4 = vec
     p.features.add("mma")
     return p
+
+
+def _conv_shape(op: Op, im2col: dict[str, Any] | None, kind: str) -> dict[str, bool]:
+    """What the mma.sync tile rule knows of a convolution (tuning.mma_sync_tiles): ``conv``, and
+    ``gathered``: its B operand is the im2col of a kernel larger than 1x1 staged through
+    registers (the mma.sync GEMM copies a tf32 one padded with zeros by cp.async instead)."""
+    copied = kind == "tf32" and im2col is not None and im2col.get("zero")
+    return {"conv": op.kind == "conv2d",
+            "gathered": im2col is not None and im2col.get("taps", 1) > 1 and not copied}
 
 
 def _rule_splits(c: _Ctx) -> bool:

@@ -18,7 +18,7 @@ kernel for the same target. Numbers are chosen for why they work, not tuned by s
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from halbench.arch import is_sm, parse_sm
@@ -36,7 +36,11 @@ __all__ = [
     "gemm_tiles",
     "matrix_shape",
     "mma_fragment",
+    "mma_sync_conv_tiles",
+    "mma_sync_dynamic",
+    "mma_sync_fits",
     "mma_sync_ok",
+    "mma_sync_split",
     "mma_sync_takes_split",
     "mma_sync_tiles",
     "mma_tiles",
@@ -72,6 +76,10 @@ class Tuning:
     gemm_configs: tuple[tuple[str, GemmConfig], ...] = ()
     #: subgroup reductions (subgroupAdd, __shfl_xor_sync) may be used; never on WebGPU
     subgroup_arithmetic: bool = False
+    #: shared memory a CUDA kernel may take per block by opting in to dynamic shared memory
+    #: (EntryPoint.dynamic_shared_bytes; the target's opt-in limit, 227 KiB on the H100); 0 where
+    #: kernels keep static shared memory only (Vulkan, WebGPU, HIP, CUDA targets without opt-in)
+    dynamic_shared_bytes: int = 0
 
     @property
     def block(self) -> int:
@@ -191,9 +199,13 @@ def tuning_for(target: Any, api: str) -> Tuning:
         target = _targets.default_target(api) if target is None else _targets.resolve_target(api, target)
     sub = getattr(target, "subgroup_size", None) or 32
     inv = int(getattr(target, "max_workgroup_invocations", 1024) or 1024)
+    dynamic = 0
     if api in ("cuda", "hip") and getattr(target, "shared_memory_limit", None):
         # Static __shared__ arrays are limited to 48 KiB without opting in.
         shared = min(int(target.shared_memory_bytes or 48 * 1024), 48 * 1024)
+        if api == "cuda":  # beyond that, dynamic shared memory (the driver opts the kernel in)
+            optin = int(target.shared_memory_limit(api) or 0)
+            dynamic = optin if optin > shared else 0
     else:
         shared = int(getattr(target, "shared_memory_bytes", 16 * 1024) or 16 * 1024)
     matrix = tuple(target.matrix_shapes(api)) if hasattr(target, "matrix_shapes") else ()
@@ -204,7 +216,7 @@ def tuning_for(target: Any, api: str) -> Tuning:
     return Tuning(api, name, arch, int(sub), inv, shared, int(getattr(target, "compute_units", 0) or 0),
                   matrix, bool(getattr(target, "fp16", False)), bool(getattr(target, "bf16", False)),
                   sizes, tuple(getattr(target, "gemm_configs", ()) or ()),
-                  bool(getattr(target, "subgroup_arithmetic", False)) and api != "webgpu")
+                  bool(getattr(target, "subgroup_arithmetic", False)) and api != "webgpu", dynamic)
 
 
 def fold_groups(n: int) -> tuple[int, int, int]:
@@ -340,6 +352,12 @@ class MmaTiles:
     #: warp tiles each, so the kernel is right whatever size Vulkan picks
     min_subgroup: int = 32
     slots: int = 1
+    #: shared-memory stages of the mma.sync GEMM's pipeline (gemm_mma_sync.j2): the copies of the
+    #: next ``stages - 1`` K steps are in flight while one step multiplies
+    stages: int = 2
+    #: split-K slices of the mma.sync GEMM (1: none; at most what the schedule reserved scratch
+    #: for, kernels.GemmSplit.room)
+    split: int = 1
 
     @property
     def bm(self) -> int:
@@ -440,20 +458,50 @@ def mma_sync_ok(t: Tuning) -> bool:
     return t.api == "cuda" and is_sm(t.arch) and parse_sm(t.arch).major >= 8
 
 
-def mma_sync_shared_bytes(kind: str, bm: int, bn: int, bk: int) -> int:
-    """Shared memory of the mma.sync GEMM: two stages of A (bm x bk) and B (bk x bn), padded."""
+def mma_sync_shared_bytes(kind: str, bm: int, bn: int, bk: int, stages: int = 2) -> int:
+    """Shared memory of the mma.sync GEMM: ``stages`` stages of A (bm x bk) and B (bk x bn), padded."""
     es, (pa, pb) = (4 if kind == "tf32" else 2), SYNC_PAD[kind]
-    return 2 * es * (bm * (bk + pa) + bk * (bn + pb))
+    return stages * es * (bm * (bk + pa) + bk * (bn + pb))
 
 
-def mma_sync_tiles(t: Tuning, kind: str, m: int, n: int, k: int, batch: int = 1) -> MmaTiles | None:
+#: Static shared memory a kernel may declare without opting in (CUDA): the mma.sync GEMM asks for
+#: dynamic shared memory only beyond it.
+STATIC_SHARED_BYTES = 48 * 1024
+
+
+def mma_sync_dynamic(t: Tuning, tiles: MmaTiles, kind: str) -> int:
+    """Bytes of dynamic shared memory the mma.sync GEMM with ``tiles`` takes (0: it declares its
+    stages as static arrays, within 48 KiB)."""
+    need = mma_sync_shared_bytes(kind, tiles.bm, tiles.bn, tiles.bk, tiles.stages)
+    return need if need > STATIC_SHARED_BYTES else 0
+
+
+def mma_sync_fits(t: Tuning, tiles: MmaTiles, kind: str) -> bool:
+    """Whether the target runs ``tiles``: its threads, and its stages within the static limit or,
+    where the target opts in to dynamic shared memory (Tuning.dynamic_shared_bytes), within that."""
+    need = mma_sync_shared_bytes(kind, tiles.bm, tiles.bn, tiles.bk, tiles.stages)
+    room = max(t.shared_bytes, t.dynamic_shared_bytes)
+    return tiles.threads <= t.max_invocations and 2 <= tiles.stages <= 6 and need <= room and (
+        tiles.frags_n % 2 == 0 and tiles.bk % (8 if kind == "tf32" else 16) == 0)
+
+
+def mma_sync_tiles(t: Tuning, kind: str, m: int, n: int, k: int, batch: int = 1, *,
+                   conv: bool = False, gathered: bool = False) -> MmaTiles | None:
     """Tiles of the mma.sync GEMM (m16n8 accumulator tiles, ``kind`` f16 / bf16 / tf32 operands):
     128x128 (8 warps of 64x32), 64x64 (4 of 32x32), 64x32 (4 of 32x16), 32x32 (4 of 16x16), the
     first to make a wave of blocks without wasting half of them (as mma_tiles). Each is as deep
     (BK) as two stages allow in the 48 KiB of static shared memory, so that a small tile still
     does a useful amount of work per barrier: f16 / bf16 32, 64, 64, 128; tf32 (staged as f32)
     half that. Measured on the H100 (ResNet-50 b8 f16, all at BK 32 and 128x128 / 64x64 / 32x32
-    only: 2.71 ms; these: 2.36); a lower bar of half a wave of blocks measured 10% slower."""
+    only: 2.71 ms; these: 2.36); a lower bar of half a wave of blocks measured 10% slower.
+
+    A convolution (``conv``) on an sm_90+ target that opts in to dynamic shared memory takes
+    :func:`mma_sync_conv_tiles` instead, where one of its tiles applies (``gathered``: its B operand is an im2col of a kernel
+    larger than 1x1 staged through registers)."""
+    if conv and _pipelined(t):
+        tiles = mma_sync_conv_tiles(t, kind, m, n, k, batch, gathered)
+        if tiles is not None:
+            return tiles
     fk = 8 if kind == "tf32" else 16
     cus = t.compute_units or 16
     d = 1 if kind == "tf32" else 2  # BK in units of 16: f32 staging holds half as deep
@@ -461,9 +509,90 @@ def mma_sync_tiles(t: Tuning, kind: str, m: int, n: int, k: int, batch: int = 1)
              MmaTiles(16, 8, fk, 2, 2, 2, 4, 32 * d),
              MmaTiles(16, 8, fk, 2, 2, 2, 2, 32 * d),
              MmaTiles(16, 8, fk, 2, 2, 1, 2, 64 * d)]
-    ok = [c for c in cands if c.threads <= t.max_invocations
-          and mma_sync_shared_bytes(kind, c.bm, c.bn, c.bk) <= t.shared_bytes]
+    ok = [c for c in cands if mma_sync_fits(t, c, kind)]
     return _filling_tile(ok, m, n, batch, cus)
+
+
+#: Pipeline stages of a convolution's mma.sync GEMM where dynamic shared memory allows more than
+#: two (3 and 4 measured alike on the H100).
+MMA_SYNC_STAGES = 3
+
+
+def _pipelined(t: Tuning) -> bool:
+    """Whether convolutions take the pipelined rule (mma_sync_conv_tiles, mma_sync_split): CUDA
+    targets with dynamic shared memory of sm_90 on, where it was measured (the H100); sm_80 / 86
+    / 89 keep the two-stage rule until measured there."""
+    return bool(t.dynamic_shared_bytes) and is_sm(t.arch) and parse_sm(t.arch).major >= 9
+
+
+def _blocks(tiles: MmaTiles, m: int, n: int, batch: int) -> int:
+    return batch * -(-m // tiles.bm) * -(-n // tiles.bn)
+
+
+def _waste(c: MmaTiles, m: int, n: int) -> float:
+    return (-(-m // c.bm) * c.bm * -(-n // c.bn) * c.bn) / max(m * n, 1)
+
+
+def mma_sync_conv_tiles(t: Tuning, kind: str, m: int, n: int, k: int, batch: int = 1,
+                        gathered: bool = False) -> MmaTiles | None:
+    """Tiles of a convolution's mma.sync GEMM where the CUDA target opts in to dynamic shared
+    memory: three stages, BK 32 (tf32) / 64 (f16, bf16), and the first of 128x128 (tf32 only),
+    128x64 (4 warps of 64x32), 64x64, 64x32 whose blocks reach its bar without wasting half:
+    a wave for 128x128, 70% of one for the others, two waves for an f16 / bf16 convolution whose
+    B operand is ``gathered`` (a 3x3 im2col staged through registers: more, smaller blocks hide
+    its loads) except for 64x32. None (the two-stage rule then) where none does, or where K is
+    under MMA_CONV_DEPTH: at batch 1 (ResNet-50) and for MobileNetV2's narrow convolutions this
+    rule's tiles measured 7-18% slower in all than the two-stage rule's. Measured on the H100 per convolution of ResNet-50 b8 (scripts/mma_sweep.py):
+    a tf32 convolution's operands are all copied by cp.async, so larger tiles win there (128x64
+    over the two-stage rule's 64x64 at 28x28: 39 vs 47 us), an f16 3x3 one's smaller (64x32 at
+    28x28: 32 vs 40 us)."""
+    fk = 8 if kind == "tf32" else 16
+    cus = t.compute_units or 16
+    bk = 32 if kind == "tf32" else 64
+    st = MMA_SYNC_STAGES
+    if k < MMA_CONV_DEPTH:
+        return None
+    small = 2 * cus if gathered and kind != "tf32" else 0.7 * cus
+    cands = [(MmaTiles(16, 8, fk, 2, 2, 4, 4, bk, stages=st), small),
+             (MmaTiles(16, 8, fk, 2, 2, 2, 4, bk, stages=st), small),
+             (MmaTiles(16, 8, fk, 2, 2, 2, 2, bk, stages=st), 0.7 * cus)]
+    if kind == "tf32":
+        cands.insert(0, (MmaTiles(16, 8, fk, 2, 4, 4, 4, bk, stages=st), cus))
+    for c, bar in cands:
+        if mma_sync_fits(t, c, kind) and _blocks(c, m, n, batch) >= bar and _waste(c, m, n) < 1.5:
+            return c
+    return None
+
+
+#: A convolution shallower than this keeps the two-stage rule (mma_sync_conv_tiles).
+MMA_CONV_DEPTH = 128
+
+
+#: A convolution's mma.sync GEMM at least this deep whose blocks make less than two waves is
+#: split along K (mma_sync_split) ...
+MMA_SPLIT_DEPTH = 2048
+#: ... into at most this many slices.
+MMA_SPLIT_MAX = 3
+
+
+def mma_sync_split(t: Tuning, tiles: MmaTiles, kind: str, m: int, n: int, k: int, batch: int,
+                   room: int, conv: bool = False) -> MmaTiles:
+    """``tiles``, or the tiles and split-K slices a deep, low-wave convolution takes on a target
+    with dynamic shared memory: 64x32 blocks split in up to MMA_SPLIT_MAX slices (at most
+    ``room``, what the schedule reserved scratch for; 1: none) for four waves of blocks.
+    Measured on the H100 (ResNet-50 b8, tf32 / f16 us): 256 -> 256 3x3 at 14x14 59 / 46 -> 52 /
+    42, 512 -> 512 3x3 at 7x7 84 / 67 -> 59 / 46."""
+    cus = t.compute_units or 16
+    if not (conv and _pipelined(t)) or k < MMA_SPLIT_DEPTH or room < 2:
+        return tiles
+    if _blocks(tiles, m, n, batch) >= 2 * cus:
+        return tiles
+    fk = 8 if kind == "tf32" else 16
+    small = MmaTiles(16, 8, fk, 2, 2, 2, 2, 32 if kind == "tf32" else 64, stages=MMA_SYNC_STAGES)
+    if not mma_sync_fits(t, small, kind) or _blocks(small, m, n, batch) < 0.7 * cus:
+        return tiles  # batch 1: as the rule's (ResNet-50's 3x3 at 7x7 makes 32 such blocks)
+    split = min(room, MMA_SPLIT_MAX, -(-4 * cus // _blocks(small, m, n, batch)))
+    return replace(small, split=split) if split >= 2 else tiles
 
 
 def mma_sync_takes_split(t: Tuning, tiles: MmaTiles, m: int, n: int, k: int, batch: int = 1) -> bool:

@@ -51,7 +51,7 @@ def prepare_model(model: Any, input_shapes: dict[str, tuple[int, ...]],
     if opset and opset < MIN_OPSET:
         try:
             model = onnx.version_converter.convert_version(model, TARGET_OPSET)
-        except Exception as e:  # the converter raises bare RuntimeErrors
+        except Exception as e:  # noqa: BLE001 - the converter raises bare RuntimeErrors
             raise CompileError(f"cannot upgrade the model from opset {opset} to {TARGET_OPSET}: "
                                f"{str(e).splitlines()[0]}") from None
         if notes is not None:
@@ -75,8 +75,7 @@ def prepare_model(model: Any, input_shapes: dict[str, tuple[int, ...]],
     if len(real_inputs) != len(g.input):
         del g.input[:]
         g.input.extend(real_inputs)
-    if model.ir_version < 8:
-        model.ir_version = 8
+    model.ir_version = max(model.ir_version, 8)
     # Fix input shapes: overrides first, then refuse what stays dynamic.
     unknown = set(input_shapes) - {i.name for i in g.input}
     if unknown:
@@ -425,7 +424,7 @@ def _name_resources(model: Any, names: dict[str, str], arrays: dict[str, Any]) -
     del g.value_info[:]
     try:
         return onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001
         raise CompileError(f"ONNX shape inference failed: {str(e).splitlines()[0]}") from None
 
 

@@ -58,7 +58,7 @@ def assign_buffers(graph: Graph) -> Graph:
             live[v] = (off, off + size)
             storage[v] = ("transient", off)
             top = max(top, off + size)
-    for v, src in g.views.items():
+    for v in g.views:
         r = g.root(v)
         if r in storage:
             storage[v] = storage[r]

@@ -4,6 +4,12 @@ The producer must be all-parallel with one result, read once, through a permutat
 map; its body is inlined into the consumer and its input maps are composed with the
 consumer's map for it. Chains (bias broadcast -> add -> relu6, exp -> sum) collapse into one
 generic, which a GPU template then runs as one kernel with no intermediate tensor.
+
+A reshape folded into a view (fold_reshapes) does not stop a fusion where it only adds or drops
+size-1 dims (MiniLM's embeddings: index wrap -> ``128`` view -> gather -> ``1x128x384`` view ->
+add): the consumer's map for the view is rewritten to the source's dims (a size-1 dim of the
+source reads coordinate 0), so the consumer reads the source itself and the producer fuses as
+if no reshape were there. Reshapes that split or merge dims of size > 1 stay views.
 """
 
 from __future__ import annotations
@@ -84,9 +90,62 @@ def fuse_generics(p: Op, c: Op, slot: int) -> Op:
     return Op("generic", inputs, list(c.outputs), attrs, merge_locs(p.loc, c.loc))
 
 
+def _unit_view_map(g: Graph, v: str, m: tuple) -> tuple[str, tuple] | None:
+    """Where ``v`` is a chain of views that only adds or drops size-1 dims of value ``s``:
+    ``(s, map)``, the consumer's map ``m`` (over ``v``'s dims) rewritten over ``s``'s dims."""
+    src = g.root(v)
+    if src == v:
+        return None
+    shape, src_shape = g.types[v].shape, g.types[src].shape
+    big = [m[i] for i, n in enumerate(shape) if n != 1]
+    if [n for n in shape if n != 1] != [n for n in src_shape if n != 1]:
+        return None
+    it = iter(big)
+    return src, tuple(("c", 0) if n == 1 else next(it) for n in src_shape)
+
+
+def _look_through_views(g: Graph, outputs: set[str]) -> bool:
+    """Point one generic's read of a unit-dim view at the view's source, where that lets an
+    element-wise producer fuse (the view read once, its source only through it)."""
+    producers = g.producers()
+    uses = g.uses()
+    for c in g.ops:
+        if c.kind != "generic":
+            continue
+        for slot, v in enumerate(c.inputs):
+            m = c.attrs["maps"][slot]
+            if v not in g.views or m is None or slot in c.attrs["inits"] or uses.get(v, 0) != 1 or v in outputs:
+                continue
+            found = _unit_view_map(g, v, m)
+            if found is None:
+                continue
+            src, src_map = found
+            chain = [v]
+            while chain[-1] in g.views:
+                chain.append(g.views[chain[-1]])
+            if src not in producers or src in outputs or any(
+                    uses.get(w, 0) != 1 or w in outputs for w in chain[1:]) or any(
+                    w not in chain and g.root(w) == src for w in g.views):
+                continue  # the source is read elsewhere too (or is an input / weight)
+            if not _fusable_producer(g.ops[producers[src]]):
+                continue
+            inputs = list(c.inputs)
+            inputs[slot] = src
+            maps = list(c.attrs["maps"])
+            maps[slot] = src_map
+            c.inputs = inputs
+            c.attrs = {**c.attrs, "maps": maps}
+            for w in chain[:-1]:
+                del g.views[w]  # the chain is read by nobody now
+            return True
+    return False
+
+
 def fuse_elementwise(graph: Graph) -> Graph:
     g = graph.copy()
     outputs = {v for _, v in g.outputs}
+    while _look_through_views(g, outputs):
+        pass
     changed = True
     while changed:
         changed = False

@@ -7,10 +7,17 @@ each kernel is bracketed by event-record nodes and the commands run one after an
 dispatch's events time it, not its overlap with its neighbours); the same commands also stay
 available as an event-free graph (``unprofiled_total``: the concurrent time) and as a plain
 list for stream launches.
+
+Programmatic dependent launch (CUDA, sm_90+): where a kernel follows a barrier after exactly one
+kernel and its entry point waits for its predecessors itself (``EntryPoint.dependent_launch``:
+``griddepcontrol.wait`` before it touches memory), the edge between the two is programmatic: the
+second grid launches, and its workgroups take the units the first one frees, while the first
+finishes, instead of after it. Event-free graphs only; ``HALBENCH_CUDA_PDL=0`` turns it off (A/B).
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
@@ -24,7 +31,8 @@ __all__ = ["GpuCommandBuffer"]
 class GpuCommandBuffer(CommandBuffer):
     def __init__(self, device: Any, profile: bool):
         super().__init__(device, profile)
-        # ("kernel", function, grid, block, KernelParams, dynamic shared bytes) | ("copy", dst, src, n) |
+        # ("kernel", function, grid, block, KernelParams, dynamic shared bytes, dependent launch) |
+        # ("copy", dst, src, n) |
         # ("fill", dst, word, count) | ("barrier",)
         self.ops: list[tuple] = []
         self.exec: Any = None  # the graph replayed per submit (profiled one when profile=True)
@@ -40,7 +48,7 @@ class GpuCommandBuffer(CommandBuffer):
                   bindings: tuple[BufferBinding, ...], constants: np.ndarray) -> None:
         fn = executable.functions[entry.name]
         self.ops.append(("kernel", fn, workgroups, entry.workgroup_size, KernelParams(bindings, constants),
-                         entry.dynamic_shared_bytes))
+                         entry.dynamic_shared_bytes, entry.dependent_launch))
 
     def _barrier(self) -> None:
         self.ops.append(("barrier",))
@@ -68,6 +76,12 @@ class GpuCommandBuffer(CommandBuffer):
         self._graphs.append(graph)
         deps: list[Any] = []  # what the current segment (since the last barrier) depends on
         segment: list[Any] = []  # the last node of each command in the current segment
+        # The one kernel node before the last barrier, where that segment was exactly one kernel:
+        # a kernel that waits for it itself may follow it through a programmatic edge.
+        lone_kernel: Any = None
+        kernels: set[int] = set()  # ids of the current segment's kernel nodes
+        early = (not with_events and hasattr(api, "graph_add_programmatic_edge")
+                 and os.environ.get("HALBENCH_CUDA_PDL", "1") != "0")
         chain: list[Any] = []  # profiled graphs: the previous command's last node
         k = 0
         for op in self.ops:
@@ -77,9 +91,11 @@ class GpuCommandBuffer(CommandBuffer):
                     deps = [api.graph_add_empty(graph, segment)]
                 elif segment:
                     deps = segment
+                lone_kernel = segment[0] if len(segment) == 1 and id(segment[0]) in kernels else None
                 segment = []
+                kernels = set()
             elif kind == "kernel":
-                _, fn, grid, block, params, shared = op
+                _, fn, grid, block, params, shared, waits = op
                 if with_events:
                     # Profiled: every dispatch after the previous one, as Vulkan's timestamps
                     # order them, so its events time it alone and not its overlap with
@@ -89,10 +105,15 @@ class GpuCommandBuffer(CommandBuffer):
                     node = api.graph_add_kernel(graph, [node], fn, grid, block, params.ptr, shared)
                     node = api.graph_add_event_record(graph, [node], end)
                     chain = [node]
+                elif early and waits and lone_kernel is not None and deps == [lone_kernel]:
+                    node = api.graph_add_kernel(graph, [], fn, grid, block, params.ptr, shared)
+                    api.graph_add_programmatic_edge(graph, lone_kernel, node)
+                    lone_kernel = None  # one programmatic successor per kernel; its siblings wait in full
                 else:
                     node = api.graph_add_kernel(graph, deps, fn, grid, block, params.ptr, shared)
                 k += 1
                 segment.append(node)
+                kernels.add(id(node))
             elif kind == "copy":
                 segment.append(api.graph_add_copy(graph, chain or deps, op[1], op[2], op[3], ctx))
                 chain = [segment[-1]] if with_events else chain

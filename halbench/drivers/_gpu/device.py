@@ -300,7 +300,7 @@ class GpuDevice(Device):
         self._safely(lambda: release_modules(self))
         for sem in self._semaphores:
             self._safely(sem._release)
-        for timing, pool in self._events.items():
+        for pool in self._events.values():
             for ev in pool:
                 self._safely(lambda ev=ev: api.event_destroy(ev))
             pool.clear()

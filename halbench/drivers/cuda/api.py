@@ -108,7 +108,7 @@ class CudaApi(GpuApi):
     def supports_stream_memops(self, ordinal: int) -> bool:
         try:
             return bool(self.attribute(ordinal, "CAN_USE_64_BIT_STREAM_MEM_OPS"))
-        except Exception:
+        except Exception:  # noqa: BLE001
             return False
 
     # -- memory -----------------------------------------------------------------------
@@ -246,6 +246,35 @@ class CudaApi(GpuApi):
         p.kernelParams = params_ptr
         p.extra = 0
         return self._check(self.d.cuGraphAddKernelNode(graph, deps, len(deps), p), "adding a kernel node")
+
+    def graph_add_programmatic_edge(self, graph: Any, src: Any, dst: Any) -> bool:
+        """An edge src -> dst (two kernel nodes) through src's programmatic port: dst may launch once
+        every block of src has run ``griddepcontrol.launch_dependents`` (or exited); dst's own
+        ``griddepcontrol.wait`` then waits for src to finish and its writes to be visible. Where the
+        driver or the binding has no such edges, a full edge instead; False then."""
+        d = self.d
+
+        def edge(data: Any) -> Any:  # data None: a full edge
+            # cuda-bindings 12.x names the edge-data form _v2; 13.x folded it into cuGraphAddDependencies.
+            if (v2 := getattr(d, "cuGraphAddDependencies_v2", None)) is not None:
+                return v2(graph, [src], [dst], None if data is None else [data], 1)
+            try:
+                return d.cuGraphAddDependencies(graph, [src], [dst], None if data is None else [data], 1)
+            except TypeError:  # a binding from before edge data
+                if data is not None:
+                    raise
+                return d.cuGraphAddDependencies(graph, [src], [dst], 1)
+
+        try:
+            e = d.CUgraphEdgeData()
+            e.from_port = int(d.CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC)
+            e.type = int(d.CUgraphDependencyType.CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC)
+            if edge(e)[0] == self._ok:
+                return True
+        except (AttributeError, TypeError):  # no edge data in this binding
+            pass
+        self._check(edge(None), "adding a graph edge")
+        return False
 
     def graph_add_copy(self, graph: Any, deps: list[Any], dst: int, src: int, nbytes: int,
                        ctx: Any) -> Any:

@@ -115,7 +115,7 @@ class HipApi(GpuApi):
         try:
             attr = self.h.hipDeviceAttribute_t.hipDeviceAttributeCanUseStreamWaitValue
             return bool(self._check(self.h.hipDeviceGetAttribute(attr, ordinal), "reading stream memops"))
-        except Exception:
+        except Exception:  # noqa: BLE001
             return False
 
     # -- memory -----------------------------------------------------------------------

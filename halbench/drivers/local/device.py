@@ -7,6 +7,7 @@ Everything else — in-order queue, semaphores, profiling — is shared (see ``q
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
 from collections.abc import Callable
@@ -182,7 +183,7 @@ class LocalDevice(Device):
         n = min(total, self._threads)
         bounds = [total * i // n for i in range(n + 1)]
         futures = [self._pool.submit(kernel.fn, views, constants, attrs, workgroups, range(lo, hi))
-                   for lo, hi in zip(bounds, bounds[1:])]
+                   for lo, hi in itertools.pairwise(bounds)]
         for f in futures:
             f.result()  # re-raises a kernel's exception on the queue's thread
 

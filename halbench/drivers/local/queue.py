@@ -179,7 +179,7 @@ class LocalQueue:
         if error is None:
             try:
                 self._execute(sub)
-            except Exception as e:  # a kernel bug: fail this submission and what depends on it
+            except Exception as e:  # noqa: BLE001 - a kernel bug: fail this submission and what depends on it
                 error = e
         sub.end_ns = time.monotonic_ns()
         with self._cv:
