@@ -17,8 +17,8 @@ import hashlib
 import json
 import sys
 import tempfile
-import zipfile
 import time
+import zipfile
 from pathlib import Path
 
 

@@ -96,7 +96,7 @@ def test_double_stages_only_where_they_fit(every_switch):
     for tt, db in ((small, True), (big, False)):
         plan, srcs = glsl_sources(d, g, "h100", ("bda",), tuning=tt)
         assert plan.gemm["source"] == "tuned" and plan.ctx["DB"] == db
-        shared = dict((n, size) for _, n, size in plan.shared)
+        shared = {n: size for _, n, size in plan.shared}
         cfg = tt.gemm_configs[0][1]
         assert shared["As"] == (2 if db else 1) * cfg.bk * (cfg.bm + 4) // 4  # vec4 words
         loop = srcs["bda"].split("for (int k0", 1)[1].split("for (int kk", 1)[0]
