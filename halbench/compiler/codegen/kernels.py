@@ -876,10 +876,19 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
     # pixel decomposed once before the K loop, per step only the filter tap (not hb_im2col's
     # six divisions per element and step). GLSL only: HIP, WGSL and CUDA sm_75 keep hb_im2col.
     ctx["PIX"] = portable if portable is not None and not stages and c.L.name in _PIX_LANGS else None
+    staging = _glsl_staging(c, t, tiles, slices, depth, operands, vec4_off, srcs, sa + sb) if not stages else {}
+    ctx.update({"DB": False, "VA": None, "VB": None, **staging})
+    if ctx["VB"] is not None:
+        ctx["PIX"] = None  # B comes in runs of 4 pixels (a 1x1 convolution), not through the taps
+    p_vec4 = {i for i, x in zip(operands, ("VA", "VB")) if ctx[x] is not None}
     if ctx["PIX"] is not None:
         helpers = [h for h in helpers if h[1] != "hb_im2col"]
         # element e of a thread is column (lid + e * WG) % BN: PIXN distinct ones, e's is e % PIXN
         ctx["PIXN"] = tiles.bn // math.gcd(tiles.threads, tiles.bn)
+    if ctx["VB"] is not None and "hb_im2col" not in load_a:  # (an NHWC conv's A still reads it)
+        helpers = [h for h in helpers if h[1] != "hb_im2col"]
+    if ctx["DB"]:
+        shared = [(ty_, name, 2 * size) for ty_, name, size in shared]
     if stages:
         ctx.update(_async_ctx(srcs, tiles))
         helpers = [h for h in helpers if h[1] != "hb_im2col"]
@@ -896,9 +905,50 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
     if slices > 1:
         shared.append(("int", "hb_last", 1))
     p = Plan("gemm.j2", ctx, (tiles.threads, 1, 1), (gx, gy, batch * slices), shared, helpers=helpers)
+    p.vec4 = p_vec4
     p.gemm = {"problem": config_problem(c.d.root, c.g.types), "key": key, "config": cfg.to_dict(),
               "source": source}
     return p
+
+
+#: What the GLSL register-staged GEMM may use (_glsl_staging): True (wherever it applies),
+#: False, or for ``vec4_b`` "wide" (thread tiles of 32+ outputs, unsplit). Measured on the H100
+#: through Vulkan (ResNet-50 b8 fp32, tuned tiles, per kernel / whole model): two stages raised
+#: registers 64 -> 105 and ran 0.85-1.46x (whole 1.12x slower); A in 16-byte loads 0.79-1.38x
+#: (whole 1.04x slower); B in 16-byte loads 0.77-0.80x on the 128x64 8x4 tiles of 1x1
+#: convolutions, up to 1.21x on 4x4 tiles (whole 0.99x).
+GLSL_STAGING: dict[str, bool | str] = {"double": False, "vec4_a": False, "vec4_b": "wide"}
+
+
+def _glsl_staging(c: _Ctx, t: Tuning, tiles: Any, slices: int, depth: int, operands: tuple[int, int],
+                  vec4_off: tuple[str | None, str | None], srcs: dict[str, dict[str, Any]],
+                  words: int) -> dict[str, Any]:
+    """gemm.j2's register staging on GLSL (Vulkan has no cp.async): ``DB``, two shared stages
+    (the tile of step i + 1 is stored while stragglers still multiply step i's, so one barrier
+    per step, not two) where twice the tiles fit the target's shared memory; ``VA`` / ``VB``,
+    the 16-byte load of 4 neighbours along K of A / along N of B (a load4 expression of ``m``,
+    ``n``, ``k``, ``b``) where the operand is dense there, 16-byte aligned and every K slice
+    starts and ends on a multiple of 4, so a run is either wholly inside the operand or wholly
+    outside. GLSL_STAGING says which of them are on. HIP, WGSL and CUDA without cp.async keep
+    the scalar single-stage staging."""
+    if c.L.name != "glsl":
+        return {}
+    out: dict[str, Any] = {}
+    shared_bytes = 4 * 2 * words + (4 if slices > 1 else 0)
+    if GLSL_STAGING["double"] and shared_bytes <= t.shared_bytes:
+        out["DB"] = True
+    a_off, b_off = vec4_off  # set where K (A) / N (B) is a multiple of 4
+    if b_off is None and srcs.get("b", {}).get("kind") == "im2col" and srcs["b"].get("vec"):
+        b_off = srcs["b"]["off"]  # a 1x1 stride-1 unpadded NCHW convolution: n runs of 4 pixels
+    # A's runs are along K: the step (BK) and each K slice (DEPTH) in whole 4s
+    if (GLSL_STAGING["vec4_a"] and a_off is not None and c.dtype(operands[0]) == "f32" and tiles.bk % 4 == 0
+            and (slices == 1 or depth % 4 == 0)):
+        out["VA"] = c.L.load4(operands[0], f"({a_off}) / 4")
+    wide = tiles.tm * tiles.tn >= 32 and slices == 1
+    if ((GLSL_STAGING["vec4_b"] is True or (GLSL_STAGING["vec4_b"] == "wide" and wide))
+            and b_off is not None and c.dtype(operands[1]) == "f32" and tiles.bn % 4 == 0):
+        out["VB"] = c.L.load4(operands[1], f"({b_off}) / 4")
+    return out
 
 
 #: The languages whose register-staged GEMM reads an NCHW conv's B through gemm.j2's PIX (its
