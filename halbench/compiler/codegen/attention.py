@@ -192,7 +192,7 @@ class _Emit:
     def keys_fast(self, v: str, transposed: bool) -> bool:
         """Whether a tile of ``v`` (keys along its rows when ``transposed``) has its keys
         contiguous in memory."""
-        b, co = self.operand(v, "hROW", "hCOL")
+        _, co = self.operand(v, "hROW", "hCOL")
         return co[-1] == ("hCOL" if not transposed else "hROW")
 
     # -- the kernel -----------------------------------------------------------------------------
