@@ -57,6 +57,8 @@ TILE_KEYS = 64
 ROW_LANES = 8
 #: Threads per workgroup (at most), before halving for more workgroups.
 THREADS = 128
+#: CUDA / HIP use __expf for the softmax's exponentials (_Emit).
+FAST_EXP = True
 #: Stands for the head-dim coordinate while a 16-byte access is checked (_Emit.vec_off).
 _DEPTH = "hDEPTH"
 #: Registers for a thread's query rows and output rows: RM * (Dk + Dv) at most this.
@@ -154,7 +156,9 @@ class _Emit:
         self.lines: list[str] = []
         self.vec4: set[int] = set()
         self.neg_inf = self.L.float_lit(float("-inf"))
-        self.exp = self.L.fn("exp")
+        # CUDA / HIP: the hardware exp2 (__expf; Vulkan's exp is that too): exp's argument is <= 0
+        # here, where its relative error is ~2 ulp, far inside the fp32 tolerance
+        self.exp = "__expf" if (FAST_EXP and t.api in ("cuda", "hip")) else self.L.fn("exp")
         self.make4 = "make_float4" if self.L.vec4 == "float4" else "vec4"
 
     # -- operands -------------------------------------------------------------------------------
@@ -232,35 +236,44 @@ class _Emit:
                     b, co = self.operand(self.qk.inputs[0], str(k) if ta else f"mq{r}", f"mq{r}" if ta else str(k))
                     self.lines.append(f"float hq{r}_{k} = {c.ld(b, co)};")
 
-    def stage(self, v: str, depth: int, transposed: bool, base: int, stride: int, zero: bool) -> list[str]:
+    def stage(self, v: str, depth: int, transposed: bool, base: int, stride: int, zero: bool,
+              tag: str) -> tuple[list[str], list[str]]:
         """Lines that copy a tile of ``TN`` keys x ``depth`` of operand ``v`` (keys along its rows
         when ``transposed``) into shared vectors ``hb_sm[base + key * stride + c]``: 16-byte
-        loads where they are aligned, else 4 clamped scalars; keys past N as 0 with ``zero``."""
+        loads where they are aligned, else 4 clamped scalars; keys past N as 0 with ``zero``.
+        Unrolled: the loads (every one in flight at once), then the stores, apart so that the
+        barrier before the stores waits while the loads are under way."""
         c, L, TN, N, T = self.c, self.L, self.TN, self.N, self.T
         d4 = -(-depth // 4)
+        total = TN * d4
         kfast = self.keys_fast(v, transposed)
-        out = [f"for (int e = lid; e < {TN * d4}; e += {T}) {{"]
-        if kfast:
-            out += [f"  int jn = e % {TN};", f"  int c4 = e / {TN};"]
-        else:
-            out += [f"  int jn = e / {d4};", f"  int c4 = e - jn * {d4};"]
-        out.append(f"  int nn = min(n0 + jn, {N - 1});")
-        b, co = self.operand(v, "nn" if transposed else _DEPTH, _DEPTH if transposed else "nn")
-        zero4 = f"{self.make4}(0.0f, 0.0f, 0.0f, 0.0f)"
-        off = self.vec_off(b, co, "(4 * c4)", depth)
-        if off is not None:
-            value = L.load4(b, off)
-        else:
-            comps = []
-            for j in range(4):
-                kk = f"min(4 * c4 + {j}, {depth - 1})" if 4 * (d4 - 1) + j >= depth else f"4 * c4 + {j}"
-                b, co = self.operand(v, "nn" if transposed else kk, kk if transposed else "nn")
-                comps.append(c.ld(b, co))
-            value = f"{self.make4}({', '.join(comps)})"
-        if zero and N % TN:
-            value = f"(n0 + jn < {N}) ? {value} : {zero4}"
-        out += [f"  hb_sm[{base} + jn * {stride} + c4] = {value};", "}"]
-        return out
+        loads: list[str] = []
+        stores: list[str] = []
+        for u in range(-(-total // T)):
+            e, jn, c4, nn = (f"h{tag}{x}{u}" for x in ("e", "j", "c", "n"))
+            loads.append(f"int {e} = min(lid + {u * T}, {total - 1});" if total % T else f"int {e} = lid + {u * T};")
+            if kfast:
+                loads += [f"int {jn} = {e} % {TN};", f"int {c4} = {e} / {TN};"]
+            else:
+                loads += [f"int {jn} = {e} / {d4};", f"int {c4} = {e} - {jn} * {d4};"]
+            loads.append(f"int {nn} = min(n0 + {jn}, {N - 1});")
+            b, co = self.operand(v, nn if transposed else _DEPTH, _DEPTH if transposed else nn)
+            off = self.vec_off(b, co, f"(4 * {c4})", depth)
+            if off is not None:
+                value = L.load4(b, off)
+            else:
+                comps = []
+                for j in range(4):
+                    kk = f"min(4 * {c4} + {j}, {depth - 1})" if 4 * (d4 - 1) + j >= depth else f"4 * {c4} + {j}"
+                    b, co = self.operand(v, nn if transposed else kk, kk if transposed else nn)
+                    comps.append(c.ld(b, co))
+                value = f"{self.make4}({', '.join(comps)})"
+            if zero and N % TN:
+                value = f"(n0 + {jn} < {N}) ? {value} : {self.make4}(0.0f, 0.0f, 0.0f, 0.0f)"
+            loads.append(f"{L.vec4} h{tag}g{u} = {value};")
+            st = f"hb_sm[{base} + {jn} * {stride} + {c4}] = h{tag}g{u};"
+            stores.append(f"if (lid + {u * T} < {total}) {st}" if total % T else st)
+        return loads, stores
 
     def scores(self) -> list[str]:
         """The lane's register tile of scores ``hs{r}_{i}`` (key ``lane + G i`` of the tile),
@@ -347,13 +360,12 @@ class _Emit:
         for r in range(RM):
             self.lines += [f"float hm{r} = {self.neg_inf};", f"float hl{r} = 0.0f;"]
             self.lines += [f"float ho{r}_{d} = 0.0f;" for d in range(DV)]
-        body = [self.L.barrier]  # the previous tile is consumed
         # K: [Dk, N] (keys fastest) or, transposed, [N, Dk]; V: [N, Dv] or, transposed, [Dv, N]
         kt = bool(self.qk.attrs.get("transpose_b"))
-        body += self.stage(self.qk.inputs[1], DK, kt, 0, self.sh["SK4"], False)
+        kl, ks = self.stage(self.qk.inputs[1], DK, kt, 0, self.sh["SK4"], False, "k")
         vt = bool(self.pv.attrs.get("transpose_b"))
-        body += self.stage(self.pv.inputs[1], DV, not vt, self.TN * self.sh["SK4"], self.sh["SV4"], True)
-        body.append(self.L.barrier)
+        vl, vs = self.stage(self.pv.inputs[1], DV, not vt, self.TN * self.sh["SK4"], self.sh["SV4"], True, "v")
+        body = kl + vl + [self.L.barrier] + ks + vs + [self.L.barrier]  # the previous tile is consumed first
         body += self.scores()
         body += self.softmax()
         self.lines.append(f"for (int n0 = 0; n0 < {self.N}; n0 += {self.TN}) {{")
