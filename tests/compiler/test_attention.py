@@ -233,18 +233,23 @@ def test_lane_combine_uses_shuffles_where_the_target_has_them(tmp_path: Path) ->
     # K and V tiles staged in shared memory as 16-byte vectors, read once per 4 * rows FMAs
     assert "__shared__ float4 hb_sm[" in cu and "float4 hk0_0 = hb_sm[" in cu
     assert "hs1_0 = hs1_0 + hq1_0 * hk0_0.x;" in cu  # the second query row reuses the key vector
+    # the lanes' outputs: a reduce-scatter (each of the 8 lanes ends with 4 of the 32), stored
+    # as one 16-byte vector per row
+    assert "ho0_0 = (hup4 ? ho0_16 : ho0_0) + __shfl_xor_sync(0xffffffffu, (hup4 ? ho0_0 : ho0_16), 4);" in cu
+    assert "(4 * lane + 0)) / 4] = make_float4(ho0_0 * hinv0" in cu
 
 
 def test_register_tile_and_workgroups_follow_the_problem() -> None:
-    """MiniLM's attention on the H100: 2 query rows x 8 keys per thread and tile at batch 8, one
-    row per thread and smaller workgroups at batch 1 (12 heads: still >= 132 workgroups)."""
+    """MiniLM's attention on the H100: 2 query rows x 16 (CUDA: one 128-key tile) or 8 (Vulkan:
+    64-key tiles) keys per thread and tile at batch 8, one row per thread and smaller workgroups
+    at batch 1 (12 heads: still >= 132 workgroups)."""
     from halbench.compiler.codegen.attention import attention_shape
     from halbench.compiler.codegen.tuning import tuning_for
 
     for api in ("cuda", "vulkan"):
         t = tuning_for("h100", api)
         b8, b1 = attention_shape(t, 128, 128, 32, 32, 96), attention_shape(t, 128, 128, 32, 32, 12)
-        assert (b8["RM"], b8["G"], b8["TN"] // b8["G"]) == (2, 8, 8)
+        assert (b8["RM"], b8["G"], b8["TN"] // b8["G"]) == (2, 8, 16 if api == "cuda" else 8)
         assert 12 * -(-128 // b1["BM"]) >= t.compute_units and b1["T"] % 32 == 0
         assert b8["combine"] == ("shuffle" if api == "cuda" else "subgroup")
     web = attention_shape(tuning_for(None, "webgpu"), 128, 128, 64, 64)
@@ -253,7 +258,8 @@ def test_register_tile_and_workgroups_follow_the_problem() -> None:
 
 #: (b, h, m, n, dk, dv): odd sequence lengths, head dims that are not multiples of 4 (scalar
 #: staging, partial vectors), one head at batch 1, more rows than one workgroup's block.
-ODD_SHAPES = [(1, 1, 37, 53, 6, 10), (2, 3, 17, 9, 12, 5), (1, 1, 70, 129, 20, 20), (1, 2, 1, 5, 3, 3)]
+ODD_SHAPES = [(1, 1, 37, 53, 6, 10), (2, 3, 17, 9, 12, 5), (1, 1, 70, 129, 20, 20), (1, 2, 1, 5, 3, 3),
+              (1, 2, 20, 64, 16, 32)]
 
 
 @pytest.mark.parametrize("target", ["lavapipe", None, "h100"])

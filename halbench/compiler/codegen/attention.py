@@ -51,14 +51,18 @@ from halbench.compiler.codegen.tuning import Tuning, fold_groups
 
 __all__ = ["attention_shape", "plan_attention"]
 
-#: Keys per shared-memory tile (at most).
+#: Keys per shared-memory tile (at most): on CUDA / HIP, and elsewhere. Measured on the H100
+#: (MiniLM-L6 b8, 128 keys): 128 keys in one tile made NVRTC's kernel 24.4 -> 17.2 us (126
+#: registers instead of 222); NVIDIA's Vulkan compiler did best with 64 (18.9 us vs 22+).
+TILE_KEYS_CUDA = 128
 TILE_KEYS = 64
 #: Lanes per query row (at most): each lane takes every G-th key of a tile.
 ROW_LANES = 8
 #: Threads per workgroup (at most), before halving for more workgroups.
 THREADS = 128
-#: CUDA / HIP use __expf for the softmax's exponentials (_Emit).
-FAST_EXP = True
+#: The lanes of a row combine their outputs by a reduce-scatter (each ends with Dv / G of them)
+#: where G divides Dv, rather than every lane summing all Dv (_Emit.combine_shuffle).
+REDUCE_SCATTER = True
 #: Stands for the head-dim coordinate while a 16-byte access is checked (_Emit.vec_off).
 _DEPTH = "hDEPTH"
 #: Registers for a thread's query rows and output rows: RM * (Dk + Dv) at most this.
@@ -122,7 +126,7 @@ def attention_shape(t: Tuning, m: int, n: int, dk: int, dv: int, bh: int = 1) ->
             threads //= 2
         else:
             break
-    tn = max(g, min(TILE_KEYS, _pow2_ceil(n)))
+    tn = max(g, min(TILE_KEYS_CUDA if t.api in ("cuda", "hip") else TILE_KEYS, _pow2_ceil(n)))
     sk4, sv4 = _odd(-(-dk // 4)), _odd(-(-dv // 4))
     room = max(256, int(t.shared_bytes or 16384) // 16)
     while tn * (sk4 + sv4) > room and tn > g:
@@ -156,9 +160,7 @@ class _Emit:
         self.lines: list[str] = []
         self.vec4: set[int] = set()
         self.neg_inf = self.L.float_lit(float("-inf"))
-        # CUDA / HIP: the hardware exp2 (__expf; Vulkan's exp is that too): exp's argument is <= 0
-        # here, where its relative error is ~2 ulp, far inside the fp32 tolerance
-        self.exp = "__expf" if (FAST_EXP and t.api in ("cuda", "hip")) else self.L.fn("exp")
+        self.exp = self.L.fn("exp")
         self.make4 = "make_float4" if self.L.vec4 == "float4" else "vec4"
 
     # -- operands -------------------------------------------------------------------------------
@@ -386,17 +388,38 @@ class _Emit:
         while o:
             offsets.append(o)
             o //= 2
+        E = self.DV // G if (G > 1 and self.DV % G == 0 and REDUCE_SCATTER) else 0
+        if E:
+            self.lines.append(f"bool hup{G // 2} = (lane & {G // 2}) != 0;")
+            self.lines += [f"bool hup{o} = (lane & {o}) != 0;" for o in offsets[1:]]
         for r in range(self.RM):
             self.lines.append(f"float hmx{r} = hm{r};")
             for o in offsets:
                 self.lines.append(f"{{ float y = {shfl.format(v=f'hmx{r}', o=o)}; hmx{r} = (y > hmx{r}) ? y : hmx{r}; }}")
             self.lines += [f"float hmu{r} = (hmx{r} > {ni}) ? hmx{r} : 0.0f;", f"float hsc{r} = {exp}(hm{r} - hmu{r});"]
-            quantities = [f"hl{r}"] + [f"ho{r}_{d}" for d in range(self.DV)]
-            self.lines += [f"{q} = {q} * hsc{r};" for q in quantities]
+            outs = [f"ho{r}_{d}" for d in range(self.DV)]
+            self.lines += [f"{q} = {q} * hsc{r};" for q in [f"hl{r}"] + outs]
             for o in offsets:
-                self.lines += [f"{q} = {q} + {shfl.format(v=q, o=o)};" for q in quantities]
+                self.lines.append(f"hl{r} = hl{r} + {shfl.format(v=f'hl{r}', o=o)};")
+                if not E:
+                    self.lines += [f"{q} = {q} + {shfl.format(v=q, o=o)};" for q in outs]
+                    continue
+                # reduce-scatter: a lane keeps the half of its elements its offset bit selects
+                # and sends the other half to its partner; after every step it holds E elements
+                half = len(outs) // 2
+                lo, hi = outs[:half], outs[half:]
+                for x, y in zip(lo, hi):
+                    send = shfl.format(v=f"(hup{o} ? {x} : {y})", o=o)
+                    self.lines.append(f"{x} = (hup{o} ? {y} : {x}) + {send};")
+                outs = lo
         for r in range(self.RM):
             self.lines.append(f"float hinv{r} = 1.0f / hl{r};")
+            if E:  # the lane's elements: E lane .. E lane + E - 1
+                step = 4 if E % 4 == 0 else 1  # 16-byte stores where E lane is a multiple of 4
+                for c4 in range(0, E, step):
+                    vals = [f"ho{r}_{c4 + j} * hinv{r}" for j in range(step)]
+                    self.store_at(r, f"{E} * lane + {c4}", vals)
+                continue
             for c4 in range(self.DV4):
                 vals = [f"ho{r}_{4 * c4 + j} * hinv{r}" for j in range(min(4, self.DV - 4 * c4))]
                 self.store_run(r, c4, vals, f"lane == {c4 % G}" if G > 1 else "")
@@ -468,6 +491,19 @@ class _Emit:
         sts = [L.store(ob, c.dtype(ob), lin(c.shape(ob), self.out_coords(r, str(4 * c4 + j))), v)
                for j, v in enumerate(vals)]
         self.lines.append(f"if ({guard}) {{ {' '.join(sts)} }}")
+
+    def store_at(self, r: int, d: str, vals: list[str]) -> None:
+        """Store output elements ``d ..`` (``d`` an expression, a multiple of 4 where there are 4
+        values: the caller's promise) of row ``r`` if the row exists (a 16-byte store where aligned)."""
+        c, L = self.c, self.L
+        ob = c.b(c.d.outputs[0], True)
+        off = self.vec_off(ob, self.out_coords(r, _DEPTH), f"({d})", self.DV) if len(vals) == 4 else None
+        if off is not None:
+            self.lines.append(f"if (m{r} < {self.M}) {L.store4(ob, off, vals)}")
+            return
+        sts = [L.store(ob, c.dtype(ob), lin(c.shape(ob), self.out_coords(r, f"({d} + {j})")), v)
+               for j, v in enumerate(vals)]
+        self.lines.append(f"if (m{r} < {self.M}) {{ {' '.join(sts)} }}")
 
     def out_coords(self, r: int, d: str) -> list[str]:
         """Output coordinates of (row ``r``, column ``d``): through the transpose that read O where
