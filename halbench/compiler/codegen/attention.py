@@ -58,6 +58,11 @@ TILE_KEYS_CUDA = 128
 TILE_KEYS = 64
 #: Lanes per query row (at most): each lane takes every G-th key of a tile.
 ROW_LANES = 8
+#: Lanes per query row (at most) where the heads give few workgroups (attention_shape).
+ROW_LANES_FEW = 16
+#: The workgroup's query rows in shared memory (read as 16-byte vectors beside the keys) rather
+#: than in each thread's registers.
+Q_SHARED = False
 #: Threads per workgroup (at most), before halving for more workgroups.
 THREADS = 128
 #: The lanes of a row combine their outputs by a reduce-scatter (each ends with Dv / G of them)
@@ -97,18 +102,19 @@ def attention_shape(t: Tuning, m: int, n: int, dk: int, dv: int, bh: int = 1) ->
     workgroups than the target has compute units (MiniLM at batch 1: 12 heads), a thread takes
     fewer rows, then workgroups get smaller, so more units take part."""
     limit = max(1, min(256, t.max_invocations))
-    g = min(ROW_LANES, _pow2_floor(max(1, n // 8)), _pow2_floor(limit))
+    gmax = min(ROW_LANES_FEW, _pow2_floor(max(1, n // 8)), _pow2_floor(limit))  # keys >= 8 per lane
+    g = min(ROW_LANES, gmax)
     combine: str | None = None
     tmin = g
     if g > 1:
         w = _subgroup_width(t)
         sizes = tuple(s for s in t.subgroup_sizes if s > 0)
         if t.api in ("cuda", "hip") and w is not None and g <= w <= limit:
-            combine, tmin = "shuffle", w
+            combine, tmin, gmax = "shuffle", w, min(gmax, w)
         elif t.api == "vulkan" and t.subgroup_arithmetic and sizes and min(sizes) >= 2 \
                 and max(sizes) <= limit:
             g = min(g, _pow2_floor(min(sizes)))
-            combine, tmin = "subgroup", max(sizes)
+            combine, tmin, gmax = "subgroup", max(sizes), min(gmax, _pow2_floor(min(sizes)))
         else:
             combine = "shared"
     rm = 4
@@ -122,6 +128,8 @@ def attention_shape(t: Tuning, m: int, n: int, dk: int, dv: int, bh: int = 1) ->
     while t.compute_units and blocks(rm, threads) < t.compute_units:
         if rm > 1:
             rm //= 2
+        elif g > 1 and 2 * g <= min(gmax, threads):  # more lanes per row, fewer keys per lane
+            g *= 2
         elif threads > max(tmin, 32):
             threads //= 2
         else:
@@ -131,7 +139,7 @@ def attention_shape(t: Tuning, m: int, n: int, dk: int, dv: int, bh: int = 1) ->
     room = max(256, int(t.shared_bytes or 16384) // 16)
     while tn * (sk4 + sv4) > room and tn > g:
         tn //= 2
-    tiles = tn * (sk4 + sv4)
+    tiles = tn * (sk4 + sv4) + (rm * threads // g * sk4 if Q_SHARED else 0)
     quantities = -(-rm // 4) + rm * -(-dv // 4)  # the shared combine's vectors per thread
     p = max(1, min(quantities, tiles // threads))
     vectors = max(tiles, p * threads if combine == "shared" else 0)
@@ -162,6 +170,8 @@ class _Emit:
         self.neg_inf = self.L.float_lit(float("-inf"))
         self.exp = self.L.fn("exp")
         self.make4 = "make_float4" if self.L.vec4 == "float4" else "vec4"
+        self.q_shared = Q_SHARED
+        self.qbase = self.TN * (self.sh["SK4"] + self.sh["SV4"])  # after the K and V tiles
 
     # -- operands -------------------------------------------------------------------------------
     def unravel_bh(self, dims: tuple[int, ...]) -> list[str]:
@@ -223,9 +233,13 @@ class _Emit:
             self.unravel_bh(tuple(int(x) for x in self.c.g.types[self.store.inputs[0]].shape)[:-2])
 
     def query_rows(self) -> None:
-        """The thread's query rows in registers: ``hq{r}_{k}``."""
+        """The thread's query rows in registers (``hq{r}_{k}``), or with Q_SHARED the workgroup's
+        rows in shared memory after the K and V tiles (row ``r RG + grp`` of the block)."""
         c, L, DK = self.c, self.L, self.DK
         ta = bool(self.qk.attrs.get("transpose_a"))
+        if self.q_shared:
+            self.lines += self.stage_q()
+            return
         for r in range(self.RM):
             for k4 in range(self.DK4):
                 b, co = self.operand(self.qk.inputs[0], _DEPTH if ta else f"mq{r}", f"mq{r}" if ta else _DEPTH)
@@ -237,6 +251,33 @@ class _Emit:
                 for k in range(4 * k4, min(DK, 4 * k4 + 4)):
                     b, co = self.operand(self.qk.inputs[0], str(k) if ta else f"mq{r}", f"mq{r}" if ta else str(k))
                     self.lines.append(f"float hq{r}_{k} = {c.ld(b, co)};")
+
+    def stage_q(self) -> list[str]:
+        """Lines that copy the block's ``BM`` query rows (clamped below M) into shared vectors
+        ``hb_sm[qbase + row * SK4 + c]``; the key loop's barriers make them visible."""
+        c, L, T, DK, DK4, SK4 = self.c, self.L, self.T, self.DK, self.DK4, self.sh["SK4"]
+        ta = bool(self.qk.attrs.get("transpose_a"))
+        total = self.BM * DK4
+        out: list[str] = []
+        for u in range(-(-total // T)):
+            e, row, c4, mq = (f"hq{x}{u}" for x in ("e", "r", "c", "m"))
+            out.append(f"int {e} = min(lid + {u * T}, {total - 1});" if total % T else f"int {e} = lid + {u * T};")
+            out += [f"int {row} = {e} / {DK4};", f"int {c4} = {e} - {row} * {DK4};",
+                    f"int {mq} = min(mblk * {self.BM} + {row}, {self.M - 1});"]
+            b, co = self.operand(self.qk.inputs[0], _DEPTH if ta else mq, mq if ta else _DEPTH)
+            off = self.vec_off(b, co, f"(4 * {c4})", DK)
+            if off is not None:
+                value = L.load4(b, off)
+            else:
+                comps = []
+                for j in range(4):
+                    kk = f"min(4 * {c4} + {j}, {DK - 1})" if 4 * (DK4 - 1) + j >= DK else f"4 * {c4} + {j}"
+                    b, co = self.operand(self.qk.inputs[0], kk if ta else mq, mq if ta else kk)
+                    comps.append(c.ld(b, co))
+                value = f"{self.make4}({', '.join(comps)})"
+            st = f"hb_sm[{self.qbase} + {row} * {SK4} + {c4}] = {value};"
+            out.append(f"if (lid + {u * T} < {total}) {st}" if total % T else st)
+        return out
 
     def stage(self, v: str, depth: int, transposed: bool, base: int, stride: int, zero: bool,
               tag: str) -> tuple[list[str], list[str]]:
@@ -283,7 +324,18 @@ class _Emit:
         RM, CK, G, DK, SK4 = self.RM, self.CK, self.G, self.DK, self.sh["SK4"]
         out = [f"int hj{i} = lane + {G * i};" for i in range(CK)]
         out += [f"int hn{i} = min(n0 + hj{i}, {self.N - 1});" for i in range(CK)]
-        for i in range(CK):
+        if self.q_shared:  # per 4 dims: the rows' query vectors, then every key's
+            for i in range(CK):
+                out += [f"float hs{r}_{i} = 0.0f;" for r in range(RM)]
+            for k4 in range(self.DK4):
+                out += [f"{self.L.vec4} hqs{r}_{k4} = hb_sm[{self.qbase} + ({r * self.RG} + grp) * {SK4} + {k4}];"
+                        for r in range(RM)]
+                for i in range(CK):
+                    out.append(f"{self.L.vec4} hk{i}_{k4} = hb_sm[hj{i} * {SK4} + {k4}];")
+                    for j in range(min(4, DK - 4 * k4)):
+                        x = "xyzw"[j]
+                        out += [f"hs{r}_{i} = hs{r}_{i} + hqs{r}_{k4}.{x} * hk{i}_{k4}.{x};" for r in range(RM)]
+        for i in range(CK if not self.q_shared else 0):
             out += [f"float hs{r}_{i} = 0.0f;" for r in range(RM)]
             for k4 in range(self.DK4):
                 out.append(f"{self.L.vec4} hk{i}_{k4} = hb_sm[hj{i} * {SK4} + {k4}];")
