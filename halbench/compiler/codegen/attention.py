@@ -21,10 +21,19 @@ element): with warp shuffles on CUDA (``__shfl_xor_sync``) and HIP (``__shfl_xor
 ``subgroupShuffleXor`` on Vulkan targets with subgroup arithmetic (there the row groups are
 made of subgroup invocations: ``gl_SubgroupID`` / ``gl_SubgroupInvocationID``, so no layout
 of invocations into subgroups is assumed, only full subgroups: the workgroup is a multiple of
-every subgroup size the target may run), through shared memory elsewhere (WebGPU, Vulkan
-without subgroups: every thread's maxima, then its rescaled sums in passes, each summed by the
-lane that stores it). Lane ``j`` stores the output vectors ``c`` (4 elements) with
-``c % G == j``.
+every subgroup size the target may run, and G is at most the smallest). Where G divides Dv the
+outputs are reduce-scattered (a lane sends the half of its elements its partner keeps, each
+step: lane ``j`` ends with elements ``E j .. E j + E - 1``, E = Dv / G, one 16-byte store where
+E is a multiple of 4); else every lane sums them all and lane ``j`` stores the vectors ``c``
+with ``c % G == j``. Elsewhere (WebGPU, Vulkan without subgroups) through shared memory: every
+thread's maxima, then its rescaled sums in passes, each summed by the lane that stores it.
+
+Shape (attention_shape): 8 lanes per row, 2 rows per thread where Dk + Dv <= 64, 128 threads;
+where the heads give fewer workgroups than the target has compute units, fewer rows per thread,
+then up to 16 lanes per row, then smaller workgroups. The query rows live in registers, or with
+``Q_SHARED`` in shared memory beside the tiles (fewer registers: 152 -> 128 for MiniLM on sm_90,
+but the same time on the H100). H100, MiniLM-L6 (seq 128, 12 heads, head dim 32), per layer:
+CUDA b8 35 -> 16 us, b1 20 -> 8.3 us; Vulkan b8 44 -> 16.8 us, b1 18.5 -> 6.7 us.
 
 Indices: query rows past M are clamped to M - 1 for their loads and never stored; tile loads
 clamp the key to N - 1 (V's rows past N are stored as 0, scores past N are -inf) and the head
@@ -32,7 +41,7 @@ dim to Dk - 1 / Dv - 1; the scale / mask operands are read at the clamped key. S
 stay below the array's size by the loop bounds: ``e < TN * Dk4`` in the staging loops, keys
 ``lane + G * i < TN`` (lane < G, i < TN / G) times the padded row, the combine's slots
 ``p * T + lid < P * T`` and ``grp * G + s < T``; a row group computed from subgroup built-ins is
-clamped below ``T / G``. The scale / mask operands' maps were proved in bounds by the pass.
+clamped below ``T / G``; the reduce-scatter's lane stores ``E lane + j < E G = Dv``. The scale / mask operands' maps were proved in bounds by the pass.
 Where the pass absorbed the transposes around the block, Q, K and V are read (and O written) at
 the permuted coordinates of the transpose's other side: a permutation of in-range coordinates
 (plus, for a head split out of merge_gemms' merged Q/K/V projection, the constant index of Q, K
