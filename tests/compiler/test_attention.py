@@ -1,7 +1,8 @@
 """Fused attention (passes/fuse_attention.py, codegen/attention.py): Q·Kᵀ, scale, mask, softmax
 and ·V become one flash-attention dispatch; the same results as onnxruntime on local-sync://
-and vulkan:// (lavapipe: the shared-memory lane combine, both ABIs), MiniLM-L6 included; CUDA
-kernels through NVRTC (warp shuffles); chains that must not fuse left as they were."""
+and vulkan:// (lavapipe: the subgroup-shuffle and the shared-memory lane combines, both ABIs,
+odd shapes), MiniLM-L6 included; CUDA kernels through NVRTC (warp shuffles); chains that must not
+fuse left as they were."""
 
 from __future__ import annotations
 
@@ -221,15 +222,122 @@ def test_lane_combine_uses_shuffles_where_the_target_has_them(tmp_path: Path) ->
 
     g, (d,) = _attention_dispatches(tmp_path, (1, 2, 33, 128, 32, 32))  # 8 lanes per query row
     _, cu = cuda_source(d, g, "sm_90")
-    assert "__shfl_xor_sync(0xffffffffu" in cu and "hmt = (y > hmt)" in cu
+    assert "__shfl_xor_sync(0xffffffffu, hmx0, 4)" in cu and "hmx0 = (y > hmx0)" in cu
     _, hip = hip_source(d, g, "gfx942")
     assert "__shfl_xor(" in hip and "__shfl_xor_sync" not in hip
     _, generic = glsl_sources(d, g, None)  # shared memory, no subgroup operations
     assert "hb_sm[" in generic["bda"] and "subgroup" not in generic["bda"]
-    assert "hb_sm[" in cu  # K and V tiles staged in shared memory
+    _, h100 = glsl_sources(d, g, "h100")  # Vulkan with subgroup arithmetic: subgroup shuffles
+    assert "subgroupShuffleXor(hmx0, 4u)" in h100["bda"] and "GL_KHR_shader_subgroup_shuffle" in h100["bda"]
+    assert "gl_SubgroupInvocationID" in h100["descriptors"]
+    # K and V tiles staged in shared memory as 16-byte vectors, read once per 4 * rows FMAs
+    assert "__shared__ float4 hb_sm[" in cu and "float4 hk0_0 = hb_sm[" in cu
+    assert "hs1_0 = hs1_0 + hq1_0 * hk0_0.x;" in cu  # the second query row reuses the key vector
+    # the lanes' outputs: a reduce-scatter (each of the 8 lanes ends with 4 of the 32), stored
+    # as one 16-byte vector per row
+    assert "ho0_0 = (hup4 ? ho0_16 : ho0_0) + __shfl_xor_sync(0xffffffffu, (hup4 ? ho0_0 : ho0_16), 4);" in cu
+    assert "(4 * lane + 0)) / 4] = make_float4(ho0_0 * hinv0" in cu
 
 
-@pytest.mark.parametrize("shape", [SHAPES[1], (1, 12, 128, 128, 32, 32)], ids=lambda s: "x".join(map(str, s)))
+def test_register_tile_and_workgroups_follow_the_problem() -> None:
+    """MiniLM's attention on the H100: 2 query rows x 16 (CUDA: one 128-key tile) or 8 (Vulkan:
+    64-key tiles) keys per thread and tile at batch 8, one row per thread and smaller workgroups
+    at batch 1 (12 heads: still >= 132 workgroups)."""
+    from halbench.compiler.codegen.attention import attention_shape
+    from halbench.compiler.codegen.tuning import tuning_for
+
+    for api in ("cuda", "vulkan"):
+        t = tuning_for("h100", api)
+        b8, b1 = attention_shape(t, 128, 128, 32, 32, 96), attention_shape(t, 128, 128, 32, 32, 12)
+        assert (b8["RM"], b8["G"], b8["TN"] // b8["G"]) == (2, 8, 16 if api == "cuda" else 8)
+        assert 12 * -(-128 // b1["BM"]) >= t.compute_units and b1["T"] % 32 == 0
+        assert b8["combine"] == ("shuffle" if api == "cuda" else "subgroup")
+    web = attention_shape(tuning_for(None, "webgpu"), 128, 128, 64, 64)
+    assert web["combine"] == "shared" and web["vectors"] * 16 <= 16384  # WebGPU's 16 KiB
+
+
+#: (b, h, m, n, dk, dv): odd sequence lengths, head dims that are not multiples of 4 (scalar
+#: staging, partial vectors), one head at batch 1, more rows than one workgroup's block.
+ODD_SHAPES = [(1, 1, 37, 53, 6, 10), (2, 3, 17, 9, 12, 5), (1, 1, 70, 129, 20, 20), (1, 2, 1, 5, 3, 3),
+              (1, 2, 20, 64, 16, 32)]
+
+
+@pytest.mark.parametrize("target", ["lavapipe", None, "h100"])
+@pytest.mark.parametrize("shape", ODD_SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_odd_shapes_on_vulkan_match_onnxruntime(vk, shape: tuple, target: str | None, tmp_path: Path) -> None:
+    """The subgroup combine (lavapipe: 4 lanes of its 8-wide subgroups; the H100 target's code: 8
+    lanes, one lavapipe subgroup), the shared-memory combine (generic), masks and ragged tiles."""
+    if target == "h100":
+        from halbench.compiler.codegen.attention import attention_shape
+        from halbench.compiler.codegen.tuning import tuning_for
+
+        b, h, m, n, dk, dv = shape
+        if attention_shape(tuning_for("h100", "vulkan"), m, n, dk, dv, b * h)["G"] > 8:
+            pytest.skip("the H100's code puts 16 lanes of a row in one subgroup; lavapipe's has 8")
+    opts: dict = {"backend_options": {"vulkan-dispatch-abi": "descriptors"}}
+    if target:
+        opts["targets"] = {"vulkan": target}
+    model = attention_model(*shape)
+    cm, path, bundle = _compile(model, tmp_path, ("vulkan", "local"), **opts)
+    assert "attention:flash" in _names(cm)
+    feeds = _feeds(model)
+    _check(run_local(bundle, feeds, "vulkan://"), onnx_reference(path, feeds),
+           f"attention {shape} on vulkan:// ({target or 'generic'})")
+
+
+@pytest.mark.parametrize("target", ["lavapipe", None])
+def test_query_rows_in_shared_memory_match_onnxruntime(vk, target: str | None, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kernel's other query layout (attention.Q_SHARED: the block's rows staged in shared
+    memory beside the key tiles) on the ragged shapes."""
+    from halbench.compiler.codegen import attention
+    from halbench.compiler.codegen.glsl import glsl_sources
+
+    monkeypatch.setattr(attention, "Q_SHARED", True)
+    g, (d,) = _attention_dispatches(tmp_path, SHAPES[1])
+    assert "hqs0_0 = hb_sm[" in glsl_sources(d, g, target)[1]["bda"]
+    for shape in ODD_SHAPES + [SHAPES[1]]:
+        model = attention_model(*shape)
+        (tmp_path / "x".join(map(str, shape))).mkdir()
+        opts: dict = {"targets": {"vulkan": target}} if target else {}
+        cm, path, bundle = _compile(model, tmp_path / "x".join(map(str, shape)), ("vulkan", "local"), **opts)
+        assert "attention:flash" in _names(cm)
+        feeds = _feeds(model)
+        _check(run_local(bundle, feeds, "vulkan://"), onnx_reference(path, feeds),
+               f"attention {shape}, Q in shared memory, on vulkan:// ({target or 'generic'})")
+
+
+@pytest.mark.parametrize("shape", ODD_SHAPES[:3], ids=lambda s: "x".join(map(str, s)))
+def test_odd_shapes_compile_with_nvrtc_and_for_hip(shape: tuple, tmp_path: Path) -> None:
+    from halbench.compiler.codegen.hip import hip_source
+
+    g, (d,) = _attention_dispatches(tmp_path, shape)
+    _, hip = hip_source(d, g, "gfx942")
+    assert "hb_main" in hip
+    pytest.importorskip("cuda.bindings.nvrtc")
+    from halbench.compiler.codegen.cuda import generate_cuda
+
+    cubin, _ = generate_cuda(d, g, "sm_90")
+    assert cubin.target == "sm_90" and cubin.payload
+
+
+def test_precision_keeps_the_attention_gemms_apart(vk, tmp_path: Path) -> None:
+    """--precision f16 rounds the operands of Q·Kᵀ and ·V: those GEMMs carry the precision, so
+    the block is not fused (the fused kernel is exact f32) and matches within f16's tolerance."""
+    from halbench.precision import tolerance
+
+    model = attention_model(1, 2, 19, 33, 16, 16)
+    cm, path, bundle = _compile(model, tmp_path, ("vulkan", "local"), precision="f16")
+    assert "attention:flash" not in _names(cm) and _names(cm).count("batch_matmul") == 2
+    feeds = _feeds(model)
+    ref = onnx_reference(path, feeds)
+    for dev in ("local-sync://", "vulkan://"):
+        (out,), (r,) = run_local(bundle, feeds, dev), ref
+        assert 0 < rel_err(out, r) <= tolerance("f16"), f"--precision f16 on {dev}: {rel_err(out, r):.2e}"
+
+
+@pytest.mark.parametrize("shape", [SHAPES[1], (1, 12, 128, 128, 32, 32), (8, 12, 128, 128, 32, 32)],
+                         ids=lambda s: "x".join(map(str, s)))
 def test_cuda_attention_kernels_compile_with_nvrtc(shape: tuple, tmp_path: Path) -> None:
     pytest.importorskip("cuda.bindings.nvrtc")
     from halbench.compiler.codegen.cuda import generate_cuda
@@ -244,11 +352,13 @@ def test_on_webgpu_matches_onnxruntime(tmp_path: Path) -> None:
     from tests.compiler.helpers import device_or_skip
 
     dev = device_or_skip("webgpu://")
-    model = attention_model(*SHAPES[1])
-    cm, path, bundle = _compile(model, tmp_path, ("webgpu", "local"))
-    assert "attention:flash" in _names(cm)
-    feeds = _feeds(model)
-    _check(run_local(bundle, feeds, dev), onnx_reference(path, feeds), f"attention on {dev}")
+    for shape in (SHAPES[1], ODD_SHAPES[0]):
+        model = attention_model(*shape)
+        (tmp_path / str(shape[2])).mkdir()
+        cm, path, bundle = _compile(model, tmp_path / str(shape[2]), ("webgpu", "local"))
+        assert "attention:flash" in _names(cm)
+        feeds = _feeds(model)
+        _check(run_local(bundle, feeds, dev), onnx_reference(path, feeds), f"attention {shape} on {dev}")
 
 
 @pytest.mark.parametrize("kind", ["sdpa", "manual"])
