@@ -127,6 +127,10 @@ def test_f16_of_f32_tensors_stages_f32_and_packs_fragments():
     assert f"p[{12 * c['LDB']}]" in src  # the last B row read stays within the BK-deep stage
     if importlib.util.find_spec("cuda.bindings.nvrtc") is not None:
         generate_cuda(d, g, "sm_90a", formats=("cubin",))  # NVRTC compiles it, no GPU needed
+    # a matmul keeps converting as it stages (measured on convolutions only)
+    g, d = _prec(cc.matmul(200, 136, 520, epilogue=True), "f16")
+    plan, _ = cuda_source(d, g, "h100")
+    assert plan.template == "gemm_mma_sync.j2" and not plan.ctx["F32S"] and plan.ctx["ST"] == "__half"
 
 
 def test_vulkan_keeps_static_shared_memory():

@@ -816,7 +816,7 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
         frag = mma_fragment(t, in_dt) if c.dtype(ib) == in_dt else None
     kind = precision if precision != "fp32" else in_dt
     # f16 / bf16 fragments of f32 tensors staged as f32 take the rules of tf32's f32 stages
-    f32s = mma_sync_stages_f32(t, kind, precision != "fp32")
+    f32s = mma_sync_stages_f32(t, kind, precision != "fp32", _conv_shape(op, im2col, kind)["conv"])
     rule = "tf32" if f32s else kind
     shape = _conv_shape(op, im2col, rule)
     st_ = mma_sync_tiles(t, rule, m, n, k, batch, **shape) if frag is not None and mma_sync_ok(t) else None

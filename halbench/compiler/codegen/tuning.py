@@ -486,13 +486,14 @@ def mma_sync_fits(t: Tuning, tiles: MmaTiles, kind: str) -> bool:
         tiles.frags_n % 2 == 0 and tiles.bk % (8 if kind == "tf32" else 16) == 0)
 
 
-def mma_sync_stages_f32(t: Tuning, kind: str, rounded: bool) -> bool:
+def mma_sync_stages_f32(t: Tuning, kind: str, rounded: bool, conv: bool) -> bool:
     """Whether the mma.sync GEMM stages the f32 tensors of f16 / bf16 fragments (``--precision``,
     ``rounded``) as raw f32, copied by cp.async and converted as the fragments are read (twice the
     shared memory of 16-bit stages: the tile, stage and split rules are then tf32's), instead of
-    converting them in registers as they are staged. On the targets of the pipelined rule (sm_90+,
-    dynamic shared memory), where it was measured; sm_80-89 convert as they stage."""
-    return rounded and kind in ("f16", "bf16") and _pipelined(t)
+    converting them in registers as they are staged. For convolutions (``conv``) on the targets
+    of the pipelined rule (sm_90+, dynamic shared memory), where it was measured; matmuls and
+    sm_80-89 convert as they stage."""
+    return rounded and conv and kind in ("f16", "bf16") and _pipelined(t)
 
 
 def mma_sync_tiles(t: Tuning, kind: str, m: int, n: int, k: int, batch: int = 1, *,
