@@ -174,14 +174,11 @@ def test_cuda_matrix_units_for_f32_operands(case, precision, arch):
             "bf16": r"mma\.sync\.aligned\.m16n8k16\.row\.col\.f32\.bf16\.bf16\.f32",
             "tf32": r"mma\.sync\.aligned\.m16n8k8\.row\.col\.f32\.tf32\.tf32\.f32"}[precision]
     assert re.search(want, text), f"{case}/{precision}/{arch}: no {want}"
-    # tf32: f32 staged raw and rounded to nearest as fragments are read (A by ldmatrix); f16 /
-    # bf16 staged as such (ldmatrix, .trans for B) or, for sm_90 convolutions, staged raw as f32
-    # and packed as fragments are read
-    f32s = case == "conv" and arch == "sm_90" and precision != "tf32"
-    assert plan.ctx["F32S"] == f32s
+    # tf32: f32 staged raw and rounded to nearest as fragments are read (A by ldmatrix, B by
+    # element); f16 / bf16 through ldmatrix (.trans for B)
     assert ("cvt.rna.tf32.f32" in text) == (precision == "tf32")
     assert "ldmatrix" in text
-    assert ("ldmatrix.sync.aligned.m8n8.x4.trans" in text) == (precision != "tf32" and not f32s)
+    assert ("ldmatrix.sync.aligned.m8n8.x4.trans" in text) == (precision != "tf32")
 
 
 def test_cuda_matrix_gemm_stages_operands_by_cp_async_where_they_allow():

@@ -38,7 +38,6 @@ from halbench.compiler.codegen.tuning import (
     mma_sync_dynamic,
     mma_sync_ok,
     mma_sync_split,
-    mma_sync_stages_f32,
     mma_sync_takes_split,
     mma_sync_tiles,
     mma_tiles,
@@ -815,14 +814,11 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
     else:
         frag = mma_fragment(t, in_dt) if c.dtype(ib) == in_dt else None
     kind = precision if precision != "fp32" else in_dt
-    # f16 / bf16 fragments of f32 tensors staged as f32 take the rules of tf32's f32 stages
-    f32s = mma_sync_stages_f32(t, kind, precision != "fp32", _conv_shape(op, im2col, kind)["conv"])
-    rule = "tf32" if f32s else kind
-    shape = _conv_shape(op, im2col, rule)
-    st_ = mma_sync_tiles(t, rule, m, n, k, batch, **shape) if frag is not None and mma_sync_ok(t) else None
+    shape = _conv_shape(op, im2col, kind)
+    st_ = mma_sync_tiles(t, kind, m, n, k, batch, **shape) if frag is not None and mma_sync_ok(t) else None
     if st_ is not None:
         sp = gemm_split(c.d, c.g) if c.L.scratch_ok else None
-        st_ = mma_sync_split(t, st_, rule, m, n, k, batch, sp.room if sp is not None else 1, shape["conv"])
+        st_ = mma_sync_split(t, st_, kind, m, n, k, batch, sp.room if sp is not None else 1, shape["conv"])
         split = None
         if st_.split > 1 and sp is not None:
             per = -(-k // st_.split)
@@ -830,8 +826,7 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
             split = {"SPLIT": -(-k // depth), "DEPTH": depth, "PART": 0, "CTR": sp.partial_words,
                      "SB": len(c.d.values) + uses_extract(c.d)}
         return _plan_mma_sync(c.L, st_, kind, precision != "fp32", problem, helpers, operands,
-                              vec_off, vec4_off, b_run, batch, im2col, mma_sync_dynamic(t, st_, rule), split,
-                              f32s)
+                              vec_off, vec4_off, b_run, batch, im2col, mma_sync_dynamic(t, st_, kind), split)
     mt = mma_tiles(t, frag, m, n, k, batch) if frag is not None else None
     if mt is not None:
         ctx, shared = mma_context(c.L, mt, precision if precision != "fp32" else in_dt)
@@ -984,7 +979,7 @@ def _plan_mma_sync(L: Lang, tiles: MmaTiles, kind: str, rounded: bool, problem: 
                    helpers: list[tuple[str, str, str, list[str]]], operands: tuple[int, int],
                    vec_off: tuple[str | None, str | None], vec4_off: tuple[str | None, str | None],
                    b_run: tuple[str, int] | None, batch: int, im2col: dict[str, Any] | None = None,
-                   dynamic: int = 0, split: dict[str, int] | None = None, f32s: bool = False) -> Plan:
+                   dynamic: int = 0, split: dict[str, int] | None = None) -> Plan:
     """The mma.sync GEMM (sm_80+, gemm_mma_sync.j2) and how it stages each operand: cp.async of
     16 bytes where the operand's runs are contiguous, aligned and already of the staged type
     (f16 / bf16 tensors; f32 ones under tf32, rounded as fragments are read), a float4 load
@@ -993,10 +988,8 @@ def _plan_mma_sync(L: Lang, tiles: MmaTiles, kind: str, rounded: bool, problem: 
     under tf32 where the padding is zero. ``dynamic``: bytes of dynamic shared memory for the
     stages (tuning.mma_sync_dynamic; 0: static arrays). ``split``: split-K (SPLIT slices of DEPTH,
     the scratch binding SB with partial sums from word PART and tile counters from CTR; as the
-    scalar GEMM's, kernels.GemmSplit), None: unsplit. ``f32s``: f16 / bf16 fragments whose f32
-    operands are staged as f32, copied as tf32's are (tuning.mma_sync_stages_f32)."""
-    ctx, shared = mma_sync_context(tiles, kind, dynamic, f32s)
-    raw = kind == "tf32" or f32s  # f32 operands staged as they are in memory
+    scalar GEMM's, kernels.GemmSplit), None: unsplit."""
+    ctx, shared = mma_sync_context(tiles, kind, dynamic)
     slices = 1
     if split is not None:
         slices = split["SPLIT"]
@@ -1011,7 +1004,7 @@ def _plan_mma_sync(L: Lang, tiles: MmaTiles, kind: str, rounded: bool, problem: 
         if off is None:
             continue
         vec.add(i)
-        if not rounded or raw:
+        if not rounded or kind == "tf32":
             modes[x], ptrs[x], bases[x], widths[x] = "cp", f"(B{i} + ({off}))", f"B{i}", 4 if rounded else 8
         else:
             modes[x], vec4s[x], widths[x] = "v4", L.load4(i, f"({off}) / 4"), 4
@@ -1020,7 +1013,7 @@ def _plan_mma_sync(L: Lang, tiles: MmaTiles, kind: str, rounded: bool, problem: 
         nt = 32 if tiles.bn >= 128 else 16  # threads along n (coalesced), the rest along k
         if tiles.bn % nt == 0 and tiles.threads % nt == 0 and tiles.bk % (tiles.threads // nt) == 0:
             # tf32 B stages raw f32 (cvt.rna as fragments are read): cp.async where padding is 0
-            modes["b"] = "cpi" if raw and im2col.get("zero") else "im2col"
+            modes["b"] = "cpi" if kind == "tf32" and im2col.get("zero") else "im2col"
             ctx.update(I2C=im2col, NT=nt, KT=tiles.threads // nt)
     ctx.update(MODE=modes, PTR=ptrs, BASE=bases, VEC=widths, VEC4=vec4s)
     gx, gy = -(-problem["N"] // tiles.bn), -(-problem["M"] // tiles.bm)

@@ -74,25 +74,22 @@ _SYNC = {"f16": ("__half", "__float2half_rn({})", "__half2", "__floats2half2_rn"
          "bf16": ("__nv_bfloat16", "__float2bfloat16_rn({})", "__nv_bfloat162", "__floats2bfloat162_rn"),
          "tf32": ("float", "{}", "float2", "make_float2")}
 
-def mma_sync_context(tiles: MmaTiles, kind: str, dynamic: int = 0,
-                     f32s: bool = False) -> tuple[dict[str, Any], list[tuple[str, str, int]]]:
+def mma_sync_context(tiles: MmaTiles, kind: str, dynamic: int = 0) -> tuple[dict[str, Any], list[tuple[str, str, int]]]:
     """The template context (tiles, stages, staged type, conversions) and shared arrays of the
     mma.sync GEMM for fragments of ``kind`` (f16, bf16, tf32); the caller adds the problem and the
     operands' load modes (``MODE``, ``PTR``, ``BASE``, ``VEC``, ``VEC4``). With ``dynamic`` (bytes,
     tuning.mma_sync_dynamic) the stages live in dynamic shared memory that the kernel carves
-    itself (``DYN``), and no static array is declared. ``f32s``: f16 / bf16 fragments staged as
-    f32 (tuning.mma_sync_stages_f32): tf32's stages, packed into pairs (``PACK``) as they are read."""
-    pack = _SYNC[kind][3]
-    st, conv, pair, conv2 = _SYNC["tf32" if f32s else kind]
+    itself (``DYN``), and no static array is declared."""
+    st, conv, pair, conv2 = _SYNC[kind]
     t = tiles
     if t.frags_n % 2:  # ldmatrix .x4.trans loads the B fragments of two n8 tiles at once
         raise ValueError(f"mma.sync tiles need an even number of n8 fragments, not {t.frags_n}")
-    pa, pb = SYNC_PAD["tf32" if f32s else kind]
+    pa, pb = SYNC_PAD[kind]
     lda, ldb = t.bk + pa, t.bn + pb
     ctx = {"KIND": kind, "BM": t.bm, "BN": t.bn, "BK": t.bk, "WM": t.warps_m, "WN": t.warps_n,
            "FRM": t.frags_m, "FRN": t.frags_n, "WG": t.threads, "LDA": lda, "LDB": ldb, "ST": st,
            "CONV": conv, "PAIR": pair, "CONV2": conv2, "includes": _CUDA_INCLUDES,
-           "STAGES": t.stages, "DYN": dynamic, "F32S": f32s, "PACK": pack}
+           "STAGES": t.stages, "DYN": dynamic}
     if dynamic:
         return ctx, []
     shared = [("__align__(16) " + st, "As", t.stages * t.bm * lda),

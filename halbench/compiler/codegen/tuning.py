@@ -41,7 +41,6 @@ __all__ = [
     "mma_sync_fits",
     "mma_sync_ok",
     "mma_sync_split",
-    "mma_sync_stages_f32",
     "mma_sync_takes_split",
     "mma_sync_tiles",
     "mma_tiles",
@@ -484,16 +483,6 @@ def mma_sync_fits(t: Tuning, tiles: MmaTiles, kind: str) -> bool:
     room = max(t.shared_bytes, t.dynamic_shared_bytes)
     return tiles.threads <= t.max_invocations and 2 <= tiles.stages <= 6 and need <= room and (
         tiles.frags_n % 2 == 0 and tiles.bk % (8 if kind == "tf32" else 16) == 0)
-
-
-def mma_sync_stages_f32(t: Tuning, kind: str, rounded: bool, conv: bool) -> bool:
-    """Whether the mma.sync GEMM stages the f32 tensors of f16 / bf16 fragments (``--precision``,
-    ``rounded``) as raw f32, copied by cp.async and converted as the fragments are read (twice the
-    shared memory of 16-bit stages: the tile, stage and split rules are then tf32's), instead of
-    converting them in registers as they are staged. For convolutions (``conv``) on the targets
-    of the pipelined rule (sm_90+, dynamic shared memory), where it was measured; matmuls and
-    sm_80-89 convert as they stage."""
-    return rounded and conv and kind in ("f16", "bf16") and _pipelined(t)
 
 
 def mma_sync_tiles(t: Tuning, kind: str, m: int, n: int, k: int, batch: int = 1, *,
