@@ -79,21 +79,6 @@ def test_convolution_takes_three_stages_in_dynamic_shared_memory(precision):
     assert plan_a.ctx["STAGES"] == 3
 
 
-def test_wide_tf32_convolution_takes_four_warps_of_64x64():
-    """A 1x1 tf32 convolution whose 128x128 blocks make a wave takes them as 4 warps of 64x64
-    (half the shared reads per mma of 8 warps of 64x32); NVRTC compiles it (no GPU needed)."""
-    pytest.importorskip("cuda.bindings.nvrtc")
-    from halbench.compiler.codegen.cuda import cuda_source, generate_cuda
-
-    g, d = _prec(cc.conv("nchw", 8, 256, 56, 56, 128, (1, 1), 1, 1, (0, 0, 0, 0), epilogue=True), "tf32")
-    plan, _ = cuda_source(d, g, "h100")
-    c = plan.ctx
-    assert (c["BM"], c["BN"], c["WM"], c["WN"], c["FRM"], c["FRN"], c["STAGES"]) == (128, 128, 2, 2, 4, 8, 3)
-    assert plan.workgroup_size == (128, 1, 1)
-    (cubin,) = generate_cuda(d, g, "sm_90a", formats=("cubin",))
-    assert cubin.entry.dynamic_shared_bytes == mma_sync_shared_bytes("tf32", 128, 128, 32, 3)
-
-
 def test_the_static_fallback_without_dynamic_shared_memory():
     """A target that does not opt in keeps two stages of static arrays within 48 KiB: the
     generated kernel is main's, entry point without dynamic shared memory."""

@@ -536,9 +536,8 @@ def _waste(c: MmaTiles, m: int, n: int) -> float:
 def mma_sync_conv_tiles(t: Tuning, kind: str, m: int, n: int, k: int, batch: int = 1,
                         gathered: bool = False) -> MmaTiles | None:
     """Tiles of a convolution's mma.sync GEMM where the CUDA target opts in to dynamic shared
-    memory: three stages, BK 32 (tf32) / 64 (f16, bf16), and the first of 128x128 (tf32 only,
-    4 warps of 64x64), 128x64 (4 warps of 64x32), 64x64, 64x32 whose blocks reach its bar
-    without wasting half:
+    memory: three stages, BK 32 (tf32) / 64 (f16, bf16), and the first of 128x128 (tf32 only),
+    128x64 (4 warps of 64x32), 64x64, 64x32 whose blocks reach its bar without wasting half:
     a wave for 128x128, 70% of one for the others, two waves for an f16 / bf16 convolution whose
     B operand is ``gathered`` (a 3x3 im2col staged through registers: more, smaller blocks hide
     its loads) except for 64x32. None (the two-stage rule then) where none does, or where K is
@@ -546,7 +545,11 @@ def mma_sync_conv_tiles(t: Tuning, kind: str, m: int, n: int, k: int, batch: int
     rule's tiles measured 7-18% slower in all than the two-stage rule's. Measured on the H100 per convolution of ResNet-50 b8 (scripts/mma_sweep.py):
     a tf32 convolution's operands are all copied by cp.async, so larger tiles win there (128x64
     over the two-stage rule's 64x64 at 28x28: 39 vs 47 us), an f16 3x3 one's smaller (64x32 at
-    28x28: 32 vs 40 us)."""
+    28x28: 32 vs 40 us). Warps of 64x64 (half the shared reads per mma) measured slower per
+    convolution except tf32 1x1 ones whose 128x128 blocks make a wave (4 warps of 64x64 instead
+    of 8 of 64x32: 256 -> 128 at 56x56 37.9 -> 31.1 us, 128 -> 512 at 28x28 27.5 -> 23.8), but
+    ResNet-50 b8 as a whole gained 0.3% with them (over the ldmatrix.x4 tf32 A fragment that
+    gemm_mma_sync.j2 records: 1.853 -> 1.848 ms), within noise: not taken."""
     fk = 8 if kind == "tf32" else 16
     cus = t.compute_units or 16
     bk = 32 if kind == "tf32" else 64
@@ -558,12 +561,7 @@ def mma_sync_conv_tiles(t: Tuning, kind: str, m: int, n: int, k: int, batch: int
              (MmaTiles(16, 8, fk, 2, 2, 2, 4, bk, stages=st), small),
              (MmaTiles(16, 8, fk, 2, 2, 2, 2, bk, stages=st), 0.7 * cus)]
     if kind == "tf32":
-        # 128x128 as 4 warps of 64x64, not 8 of 64x32: half the shared reads per mma (tf32 B
-        # fragments are read element by element). Measured on the H100 (ResNet-50 b8, us): 1x1
-        # convolutions 256 -> 128 at 56x56 37.9 -> 31.1, 128 -> 512 at 28x28 27.5 -> 23.8,
-        # 256 -> 512 s2 41.4 -> 36.2, 64 -> 256 at 56x56 40.9 -> 39.9; the other tiles at 64x64
-        # per warp (64x128, 128x64, 64x64) lost where this one does not reach its bar.
-        cands.insert(0, (MmaTiles(16, 8, fk, 2, 2, 4, 8, bk, stages=st), cus))
+        cands.insert(0, (MmaTiles(16, 8, fk, 2, 4, 4, 4, bk, stages=st), cus))
     for c, bar in cands:
         if mma_sync_fits(t, c, kind) and _blocks(c, m, n, batch) >= bar and _waste(c, m, n) < 1.5:
             return c
