@@ -545,7 +545,11 @@ def mma_sync_conv_tiles(t: Tuning, kind: str, m: int, n: int, k: int, batch: int
     rule's tiles measured 7-18% slower in all than the two-stage rule's. Measured on the H100 per convolution of ResNet-50 b8 (scripts/mma_sweep.py):
     a tf32 convolution's operands are all copied by cp.async, so larger tiles win there (128x64
     over the two-stage rule's 64x64 at 28x28: 39 vs 47 us), an f16 3x3 one's smaller (64x32 at
-    28x28: 32 vs 40 us)."""
+    28x28: 32 vs 40 us). Warps of 64x64 (half the shared reads per mma) measured slower per
+    convolution except tf32 1x1 ones whose 128x128 blocks make a wave (4 warps of 64x64 instead
+    of 8 of 64x32: 256 -> 128 at 56x56 37.9 -> 31.1 us, 128 -> 512 at 28x28 27.5 -> 23.8), but
+    ResNet-50 b8 as a whole gained 0.3% with them (over the ldmatrix.x4 tf32 A fragment that
+    gemm_mma_sync.j2 records: 1.853 -> 1.848 ms), within noise: not taken."""
     fk = 8 if kind == "tf32" else 16
     cus = t.compute_units or 16
     bk = 32 if kind == "tf32" else 64
