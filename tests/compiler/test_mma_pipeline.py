@@ -17,15 +17,12 @@ import re
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from halbench.compiler.codegen import kernels
 from halbench.compiler.codegen.tuning import (
     STATIC_SHARED_BYTES,
     MmaTiles,
     mma_sync_shared_bytes,
-    mma_sync_split,
     tuning_for,
 )
 from tests.compiler import codegen_cases as cc
@@ -159,18 +156,6 @@ def test_every_cp_async_copies_in_range_or_zero_fills_from_the_base():
             size, cond, addr, base, cond2, size2 = m.groups()
             assert cond == cond2 and size == size2 and addr.lstrip("(").startswith(base), ln
     assert seen > 20  # tf32 copies its operands; f16 rounds f32 ones in registers (no copies)
-
-@settings(max_examples=200, deadline=None)
-@given(m=st.integers(1, 4096), n=st.integers(1, 4096), k=st.integers(1, 20000), batch=st.integers(1, 8),
-       room=st.integers(1, 16), kind=st.sampled_from(["tf32", "f16"]))
-def test_split_never_exceeds_the_room(m, n, k, batch, room, kind):
-    t = tuning_for("h100", "cuda")
-    base = MmaTiles(16, 8, 8 if kind == "tf32" else 16, 2, 2, 2, 4, 32 if kind == "tf32" else 64, stages=3)
-    got = mma_sync_split(t, base, kind, m, n, k, batch, room, conv=True)
-    assert 1 <= got.split <= max(room, 1)
-    assert got is base or got.split >= 2
-    assert mma_sync_split(t, base, kind, m, n, k, batch, room, conv=False) is base  # matmuls unsplit
-
 
 # -- GPU -----------------------------------------------------------------------------------
 
