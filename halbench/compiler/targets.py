@@ -77,6 +77,9 @@ class Target:
     #: Subgroup arithmetic (subgroupAdd / __shfl_xor_sync / __shfl_xor) for reductions; a Vulkan
     #: driver may lack it (VK_SUBGROUP_FEATURE_ARITHMETIC_BIT is optional), so unknown means no.
     subgroup_arithmetic: bool = False
+    #: Subgroup shuffles (subgroupShuffleXor / __shfl_xor_sync / __shfl_xor), optional on Vulkan
+    #: (VK_SUBGROUP_FEATURE_SHUFFLE_BIT) apart from arithmetic: unknown means no.
+    subgroup_shuffle: bool = False
     max_workgroup_size: tuple[int, int, int] = (1024, 1024, 64)
     max_workgroup_invocations: int = 1024
     #: Shared memory per workgroup without opting in (what Vulkan reports).
@@ -170,6 +173,7 @@ def _nvidia(arch: str, code: str, description: str, products: tuple[str, ...] = 
     return Target(
         name=arch, kind="arch", vendor="nvidia", apis=("vulkan", "cuda"), arch=arch, code_name=code,
         products=products, description=description, subgroup_sizes=(32,), subgroup_arithmetic=True,
+        subgroup_shuffle=True,
         max_workgroup_size=(1024, 1024, 64), max_workgroup_invocations=1024,
         shared_memory_bytes=48 * KIB, shared_memory_optin_bytes=optin * KIB, mma=mma,
         cooperative_matrix=_NV_COOP if (major, minor) >= (7, 5) else (),
@@ -187,7 +191,7 @@ def _amd(arch: str, code: str, description: str, products: tuple[str, ...] = (),
         name=arch, kind="arch", vendor="amd", apis=("hip",) if cdna else ("vulkan", "hip"), arch=arch,
         code_name=code, products=products, description=description,
         # RDNA runs wave32 and wave64 (HIP picks wave32); GCN and CDNA are wave64 only.
-        subgroup_sizes=(32, 64) if rdna else (64,), subgroup_arithmetic=True,
+        subgroup_sizes=(32, 64) if rdna else (64,), subgroup_arithmetic=True, subgroup_shuffle=True,
         max_workgroup_size=(1024, 1024, 1024), max_workgroup_invocations=1024,
         shared_memory_bytes=(160 if arch == "gfx950" else 64) * KIB, mma=_hip_mma(arch),
         cooperative_matrix=_AMD_COOP if wmma else (),
@@ -270,7 +274,8 @@ _ARCHS: list[Target] = [
     dataclasses.replace(
         _mobile("mesa", "llvmpipe", "llvmpipe", "Mesa llvmpipe / lavapipe: Vulkan on the CPU", (8,), 1024),
         # Its subgroup is the host's SIMD width in 32-bit lanes: 4 (SSE), 8 (AVX2), 16 (AVX-512).
-        subgroup_sizes=(8, 4, 16), subgroup_arithmetic=True, aliases=("lavapipe", "lvp")),
+        subgroup_sizes=(8, 4, 16), subgroup_arithmetic=True, subgroup_shuffle=True,
+        aliases=("lavapipe", "lvp")),
 ]
 
 _BY_ARCH = {t.name: t for t in _ARCHS}
@@ -577,6 +582,7 @@ def _with_vulkan_limits(target: Target, info: DeviceInfo) -> Target:
         changes["shared_memory_bytes"] = lim.max_shared_memory_bytes
     if feats.subgroup_operations:
         changes["subgroup_arithmetic"] = "arithmetic" in feats.subgroup_operations
+        changes["subgroup_shuffle"] = "shuffle" in feats.subgroup_operations
     if "cooperativeMatrix" in feats.flags:
         has = feats.flags["cooperativeMatrix"]
         changes["cooperative_matrix"] = tuple(feats.cooperative_matrix) if has else ()

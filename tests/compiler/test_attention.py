@@ -230,6 +230,14 @@ def test_lane_combine_uses_shuffles_where_the_target_has_them(tmp_path: Path) ->
     _, h100 = glsl_sources(d, g, "h100")  # Vulkan with subgroup arithmetic: subgroup shuffles
     assert "subgroupShuffleXor(hmx0, 4u)" in h100["bda"] and "GL_KHR_shader_subgroup_shuffle" in h100["bda"]
     assert "gl_SubgroupInvocationID" in h100["descriptors"]
+    # a Vulkan device with subgroup arithmetic but no shuffles (both optional): shared memory
+    import dataclasses
+
+    from halbench.compiler.targets import resolve_target
+
+    no_shuffle = dataclasses.replace(resolve_target("vulkan", "h100"), subgroup_shuffle=False)
+    _, vk_ns = glsl_sources(d, g, no_shuffle)
+    assert "subgroupShuffle" not in vk_ns["bda"] and "hb_sm[" in vk_ns["bda"]
     # K and V tiles staged in shared memory as 16-byte vectors, read once per 4 * rows FMAs
     assert "__shared__ float4 hb_sm[" in cu and "float4 hk0_0 = hb_sm[" in cu
     assert "hs1_0 = hs1_0 + hq1_0 * hk0_0.x;" in cu  # the second query row reuses the key vector

@@ -299,3 +299,22 @@ def test_generic_vulkan_target_says_the_spirv_version_it_emits(tmp_path):
     assert f"SPIR-V {generic.spirv_version}" in generic.description
     assert all(t.spirv_version == generic.spirv_version for t in T.list_targets("vulkan")
                if t.spirv_version)
+
+
+def test_vulkan_subgroup_shuffles_come_from_the_driver() -> None:
+    """Subgroup shuffles are optional apart from arithmetic: a probed Vulkan device's target has
+    them only where the driver reports VK_SUBGROUP_FEATURE_SHUFFLE_BIT (lavapipe does)."""
+    import dataclasses
+
+    import halbench
+
+    try:
+        dev = halbench.create_device("vulkan://")
+    except Exception as e:  # noqa: BLE001 - no Vulkan device here: say why
+        pytest.skip(f"no vulkan:// device: {e}")
+    info = dev.info
+    dev.close()
+    assert target_from_device(info, "vulkan").subgroup_shuffle == ("shuffle" in info.features.subgroup_operations)
+    ops = tuple(o for o in info.features.subgroup_operations if o != "shuffle")
+    without = dataclasses.replace(info, features=dataclasses.replace(info.features, subgroup_operations=ops))
+    assert not target_from_device(without, "vulkan").subgroup_shuffle

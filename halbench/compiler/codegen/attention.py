@@ -18,7 +18,8 @@ per tile), and accumulates P·V the same way (a shared vector of V feeds ``4 RM`
 
 At the end the ``G`` lanes of a row combine (max, then the rescaled sums of l and every output
 element): with warp shuffles on CUDA (``__shfl_xor_sync``) and HIP (``__shfl_xor``), with
-``subgroupShuffleXor`` on Vulkan targets with subgroup arithmetic (there the row groups are
+``subgroupShuffleXor`` on Vulkan targets with subgroup shuffles (``Target.subgroup_shuffle``,
+from the device's subgroup operations; there the row groups are
 made of subgroup invocations: ``gl_SubgroupID`` / ``gl_SubgroupInvocationID``, so no layout
 of invocations into subgroups is assumed, only full subgroups: the workgroup is a multiple of
 every subgroup size the target may run, and G is at most the smallest). Where G divides Dv the
@@ -120,7 +121,7 @@ def attention_shape(t: Tuning, m: int, n: int, dk: int, dv: int, bh: int = 1) ->
         sizes = tuple(s for s in t.subgroup_sizes if s > 0)
         if t.api in ("cuda", "hip") and w is not None and g <= w <= limit:
             combine, tmin, gmax = "shuffle", w, min(gmax, w)
-        elif t.api == "vulkan" and t.subgroup_arithmetic and sizes and min(sizes) >= 2 \
+        elif t.api == "vulkan" and t.subgroup_shuffle and sizes and min(sizes) >= 2 \
                 and max(sizes) <= limit:
             g = min(g, _pow2_floor(min(sizes)))
             combine, tmin, gmax = "subgroup", max(sizes), min(gmax, _pow2_floor(min(sizes)))

@@ -80,6 +80,8 @@ class Tuning:
     #: (EntryPoint.dynamic_shared_bytes; the target's opt-in limit, 227 KiB on the H100); 0 where
     #: kernels keep static shared memory only (Vulkan, WebGPU, HIP, CUDA targets without opt-in)
     dynamic_shared_bytes: int = 0
+    #: subgroup shuffles (subgroupShuffleXor) may be used; never on WebGPU
+    subgroup_shuffle: bool = False
 
     @property
     def block(self) -> int:
@@ -216,7 +218,8 @@ def tuning_for(target: Any, api: str) -> Tuning:
     return Tuning(api, name, arch, int(sub), inv, shared, int(getattr(target, "compute_units", 0) or 0),
                   matrix, bool(getattr(target, "fp16", False)), bool(getattr(target, "bf16", False)),
                   sizes, tuple(getattr(target, "gemm_configs", ()) or ()),
-                  bool(getattr(target, "subgroup_arithmetic", False)) and api != "webgpu", dynamic)
+                  bool(getattr(target, "subgroup_arithmetic", False)) and api != "webgpu", dynamic,
+                  bool(getattr(target, "subgroup_shuffle", False)) and api != "webgpu")
 
 
 def fold_groups(n: int) -> tuple[int, int, int]:
