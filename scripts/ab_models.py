@@ -3,9 +3,11 @@ different halbench versions, interleaved on each device in one process, each tim
 PyTorch's CUDA graph replay is) and checked against onnxruntime, with PyTorch (CUDA graph)
 timed on the same model file beside them.
 
-Usage: python scripts/ab_models.py DIR DEVICE [DEVICE ...]
+Usage: python scripts/ab_models.py DIR DEVICE [DEVICE ...] [--torch-precision fp32|tf32|f16|bf16]
 DIR holds MODEL-bBATCH-TAG.hbx files (halbench compile --weights random; TAG A is the
 baseline); the ONNX file they were compiled from is rebuilt from the zoo with the same seeds.
+--torch-precision times PyTorch at that precision (TF32, or autocast f16 / bf16), for bundles
+compiled with --precision; fp32 (TF32 off) by default.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ def _reference(onnx_path: Path, feeds: dict[str, np.ndarray]) -> list[np.ndarray
     return sess.run(None, feeds)
 
 
-def _torch_ms(onnx_path: Path, inputs: list[np.ndarray], mode: str) -> float | None:
+def _torch_ms(onnx_path: Path, inputs: list[np.ndarray], mode: str, precision: str = "fp32") -> float | None:
     try:
         from halbench.peers import PeerSpec, get_peer
     except ImportError:
@@ -44,7 +46,8 @@ def _torch_ms(onnx_path: Path, inputs: list[np.ndarray], mode: str) -> float | N
         dev = SimpleNamespace(uri="cuda://0", driver="cuda", ordinal=0, uuid=None, info={},
                               identity=SimpleNamespace(name=None, vendor=None, vendor_id=None, uuid=None, arch=None,
                                                        compute_capability=None, driver_id=None))
-        with peer.prepare(PeerSpec("torch", mode), onnx_path, [], inputs, dev) as p:
+        spec = PeerSpec("torch", mode, {"precision": precision} if precision != "fp32" else {})
+        with peer.prepare(spec, onnx_path, [], inputs, dev) as p:
             for _ in range(20):
                 p.run()
             return float(np.median([p.run().device_ms for _ in range(200)]))
@@ -54,7 +57,13 @@ def _torch_ms(onnx_path: Path, inputs: list[np.ndarray], mode: str) -> float | N
 
 
 def main() -> None:
-    root, *devices = sys.argv[1:]
+    args = sys.argv[1:]
+    precision = "fp32"
+    if "--torch-precision" in args:
+        i = args.index("--torch-precision")
+        precision = args[i + 1]
+        del args[i:i + 2]
+    root, *devices = args
     found: dict[tuple[str, str], list[str]] = {}
     for p in Path(root).glob("*.hbx"):
         if m := re.fullmatch(r"(.+)-b(\d+)-([A-Za-z0-9]+)\.hbx", p.name):
@@ -74,7 +83,7 @@ def main() -> None:
         onnx.save(m, onnx_path)
         feeds = zoo.make_inputs(model, **kw)
         ref = _reference(onnx_path, feeds)
-        torch_ms = _torch_ms(onnx_path, list(feeds.values()), "cudagraph") if devices else None
+        torch_ms = _torch_ms(onnx_path, list(feeds.values()), "cudagraph", precision) if devices else None
         for uri in devices:
             try:
                 with halbench.create_device(uri) as dev:
@@ -109,7 +118,7 @@ def main() -> None:
                       ", ".join(f"{n} {t:.3f}" for t, n in top), flush=True)
             except Exception as e:  # noqa: BLE001 -- one failing model must not lose the others
                 print(f"{model} b{batch} {uri}: {type(e).__name__}: {str(e)[:300]}", flush=True)
-    print("\n| model | device | bundle | ms (timed whole) | / A | rel. error vs ORT | torch cudagraph ms | / torch |")
+    print(f"\n| model | device | bundle | ms (timed whole) | / A | rel. error vs ORT | torch cudagraph {precision} ms | / torch |")
     print("|---|---|---|---|---|---|---|---|")
     for model, batch, uri, t, ms, r, err, tc in rows:
         tcs, rt = (f"{tc:.3f}", f"{ms / tc:.2f}") if tc else ("-", "-")
