@@ -24,7 +24,7 @@ from halbench.bench import zoo
 from halbench.runtime import Module
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ab_models import _reference, _torch_ms
+from ab_models import _max_rel_err, _reference, _torch_ms
 
 
 def main() -> None:
@@ -58,8 +58,7 @@ def main() -> None:
                 inputs = [feeds[s.name] for s in mod.function(None).inputs]
                 out = mod.invoke(None, inputs)
                 mod.profile(None, inputs, runs=2, warmup=1, dispatch_times=False)
-                errs.append(max(float(np.max(np.abs(x - y)) / (np.max(np.abs(y)) + 1e-30))
-                                for x, y in zip(out, ref)) if ref is not None else float("nan"))
+                errs.append(_max_rel_err(out, ref))
             for mod in mods:  # clocks up
                 t0 = time.monotonic()
                 while time.monotonic() - t0 < 0.5:

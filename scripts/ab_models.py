@@ -34,6 +34,13 @@ def _reference(onnx_path: Path, feeds: dict[str, np.ndarray]) -> list[np.ndarray
     return sess.run(None, feeds)
 
 
+def _max_rel_err(out: list[np.ndarray], ref: list[np.ndarray] | None) -> float:
+    """The worst output's max |out - ref| / max |ref| (NaN without a reference)."""
+    if ref is None:
+        return float("nan")
+    return max(float(np.max(np.abs(x - y)) / (np.max(np.abs(y)) + 1e-30)) for x, y in zip(out, ref))
+
+
 def _torch_ms(onnx_path: Path, inputs: list[np.ndarray], mode: str, precision: str = "fp32") -> float | None:
     try:
         from halbench.peers import PeerSpec, get_peer
@@ -93,8 +100,7 @@ def main() -> None:
                         errs = []
                         for mod in mods:
                             out = mod.invoke(None, inputs)
-                            errs.append(max(float(np.max(np.abs(x - y)) / (np.max(np.abs(y)) + 1e-30))
-                                            for x, y in zip(out, ref)) if ref is not None else float("nan"))
+                            errs.append(_max_rel_err(out, ref))
                         # Clocks rise after ~0.2 s of load (NVIDIA's Vulkan measured 1.7x slower before).
                         for mod in mods:
                             t0 = time.monotonic()

@@ -196,18 +196,24 @@ def test_minilm_matches_onnxruntime_on_local_and_vulkan(vk, tmp_path: Path, abi:
 
 # -- GPU code -----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("target, abi", [("lavapipe", "bda"), ("lavapipe", "descriptors"), (None, "bda")])
-@pytest.mark.parametrize("shape", [SHAPES[0], SHAPES[1], SHAPES[2]], ids=lambda s: "x".join(map(str, s)))
-def test_on_vulkan_matches_onnxruntime(vk, shape: tuple, target: str | None, abi: str, tmp_path: Path) -> None:
+def _matches_on_vulkan(shape: tuple, tmp: Path, target: str | None, abi: str = "bda", what: str = "") -> None:
+    """``shape``'s attention model fuses, runs on vulkan:// (lavapipe) for ``target`` and matches
+    onnxruntime."""
     opts: dict = {"backend_options": {"vulkan-dispatch-abi": abi}}
     if target:
         opts["targets"] = {"vulkan": target}
     model = attention_model(*shape)
-    cm, path, bundle = _compile(model, tmp_path, ("vulkan", "local"), **opts)
+    cm, path, bundle = _compile(model, tmp, ("vulkan", "local"), **opts)
     assert "attention:flash" in _names(cm)
     feeds = _feeds(model)
     _check(run_local(bundle, feeds, "vulkan://"), onnx_reference(path, feeds),
-           f"attention {shape} on vulkan:// ({target or 'generic'}, {abi})")
+           f"attention {shape}{what} on vulkan:// ({target or 'generic'}, {abi})")
+
+
+@pytest.mark.parametrize("target, abi", [("lavapipe", "bda"), ("lavapipe", "descriptors"), (None, "bda")])
+@pytest.mark.parametrize("shape", [SHAPES[0], SHAPES[1], SHAPES[2]], ids=lambda s: "x".join(map(str, s)))
+def test_on_vulkan_matches_onnxruntime(vk, shape: tuple, target: str | None, abi: str, tmp_path: Path) -> None:
+    _matches_on_vulkan(shape, tmp_path, target, abi)
 
 
 def _attention_dispatches(tmp: Path, shape: tuple):
@@ -282,15 +288,7 @@ def test_odd_shapes_on_vulkan_match_onnxruntime(vk, shape: tuple, target: str | 
         b, h, m, n, dk, dv = shape
         if attention_shape(tuning_for("h100", "vulkan"), m, n, dk, dv, b * h)["G"] > 8:
             pytest.skip("the H100's code puts 16 lanes of a row in one subgroup; lavapipe's has 8")
-    opts: dict = {"backend_options": {"vulkan-dispatch-abi": "descriptors"}}
-    if target:
-        opts["targets"] = {"vulkan": target}
-    model = attention_model(*shape)
-    cm, path, bundle = _compile(model, tmp_path, ("vulkan", "local"), **opts)
-    assert "attention:flash" in _names(cm)
-    feeds = _feeds(model)
-    _check(run_local(bundle, feeds, "vulkan://"), onnx_reference(path, feeds),
-           f"attention {shape} on vulkan:// ({target or 'generic'})")
+    _matches_on_vulkan(shape, tmp_path, target, "descriptors")
 
 
 @pytest.mark.parametrize("target", ["lavapipe", None])
@@ -305,14 +303,8 @@ def test_query_rows_in_shared_memory_match_onnxruntime(vk, target: str | None, t
     g, (d,) = _attention_dispatches(tmp_path, SHAPES[1])
     assert "hqs0_0 = hb_sm[" in glsl_sources(d, g, target)[1]["bda"]
     for shape in ODD_SHAPES + [SHAPES[1]]:
-        model = attention_model(*shape)
         (tmp_path / "x".join(map(str, shape))).mkdir()
-        opts: dict = {"targets": {"vulkan": target}} if target else {}
-        cm, path, bundle = _compile(model, tmp_path / "x".join(map(str, shape)), ("vulkan", "local"), **opts)
-        assert "attention:flash" in _names(cm)
-        feeds = _feeds(model)
-        _check(run_local(bundle, feeds, "vulkan://"), onnx_reference(path, feeds),
-               f"attention {shape}, Q in shared memory, on vulkan:// ({target or 'generic'})")
+        _matches_on_vulkan(shape, tmp_path / "x".join(map(str, shape)), target, what=", Q in shared memory")
 
 
 @pytest.mark.parametrize("shape", ODD_SHAPES[:3], ids=lambda s: "x".join(map(str, s)))

@@ -18,9 +18,10 @@ RTOL = 1e-4
 
 
 def run_variant(dev, variant, inputs: list[np.ndarray], out_shapes: list[tuple[tuple[int, ...], np.dtype]],
-                poison: tuple[int, ...] = ()):
-    """One dispatch of ``variant``; outputs start zeroed, or as all-ones bytes (NaN for floats)
-    where their index is in ``poison``, so an element the kernel never writes shows."""
+                poison: tuple[int, ...] = (), runs: int = 1):
+    """``runs`` dispatches of ``variant`` (a barrier after each); outputs start zeroed, or as
+    all-ones bytes (NaN for floats) where their index is in ``poison``, so an element the kernel
+    never writes shows."""
     exe = dev.load_executable(variant.binary())
     bufs = []
     for x in inputs:
@@ -34,7 +35,9 @@ def run_variant(dev, variant, inputs: list[np.ndarray], out_shapes: list[tuple[t
         b.write(np.full(max(n, 16), 0xFF if len(outs) in poison else 0, np.uint8))
         outs.append(b)
     cb = dev.command_buffer()
-    cb.dispatch(exe, variant.entry.name, variant.workgroups, bufs + outs, list(variant.constants))
+    for _ in range(runs):
+        cb.dispatch(exe, variant.entry.name, variant.workgroups, bufs + outs, list(variant.constants))
+        cb.barrier()
     cb.end()
     dev.submit(cb).wait()
     res = [b.read(dt, shape) for b, (shape, dt) in zip(outs, out_shapes)]

@@ -72,14 +72,15 @@ def _variant(d, g, arch: str, config: str | None = None) -> tuple[GpuVariant, st
     return GpuVariant("cuda-cubin-v1", arch, cubin, entry, plan.workgroups, (), src, "cubin"), src
 
 
-def _run(dev, d, g, variant: GpuVariant, inputs: list[np.ndarray]) -> list[np.ndarray]:
-    """One dispatch: outputs poisoned with NaN, the split-K scratch zeroed (its counters must be)."""
+def _run(dev, d, g, variant: GpuVariant, inputs: list[np.ndarray], runs: int = 1) -> list[np.ndarray]:
+    """``runs`` dispatches: outputs poisoned with NaN, the split-K scratch zeroed (its counters
+    must be, and must be back at zero after each run)."""
     shapes = [(g.types[v].shape, np.float32) for v in d.outputs]
     extra = [((4,), np.uint32)] * uses_extract(d)  # a gather's bounds status slot
     sp = gemm_split(d, g)
     if sp is not None and variant.entry.bindings > len(d.inputs) + len(d.outputs) + len(extra):
         extra.append(((sp.nbytes // 4,), np.uint32))
-    outs = run_variant(dev, variant, inputs, shapes + extra, poison=tuple(range(len(shapes))))
+    outs = run_variant(dev, variant, inputs, shapes + extra, poison=tuple(range(len(shapes))), runs=runs)
     return outs[:len(shapes)]
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 
-import numpy as np
 import pytest
 
 from halbench.compiler.codegen import kernels
@@ -24,8 +23,9 @@ from halbench.compiler.codegen.glsl import generate_vulkan, glsl_sources
 from halbench.compiler.codegen.tuning import GemmConfig, tuning_for
 from tests.compiler import codegen_cases as cc
 from tests.compiler.helpers import forced_gemm_tuning
-from tests.compiler.test_codegen_vulkan import RTOL, rel_err
+from tests.compiler.test_codegen_vulkan import rel_err
 from tests.compiler.test_gemm_async import _run
+from tests.compiler.test_gemm_pix import matches_numpy_on_lavapipe
 
 CASES = {
     "matmul": lambda: cc.matmul(70, 52, 44, epilogue=True),  # K, N whole 4s: A and B in 16 bytes
@@ -156,15 +156,7 @@ def test_matches_numpy_on_lavapipe(vk, case, config, mode, monkeypatch):
         assert plan.ctx["VA"] is None
     if not MODES[mode]["vec4_b"]:
         assert plan.ctx["VB"] is None
-    from halbench.compiler.codegen import glsl
-
-    monkeypatch.setattr(glsl, "tuning_for", lambda *a, **k: t)  # generate_vulkan with the forced tiles
-    (variant,) = generate_vulkan(d, g, "llvmpipe", "bda")
-    inputs = cc.random_inputs(g, d, seed=7)
-    ref = cc.reference(g, d, inputs)
-    for o, r in zip(_run(vk, d, g, variant, inputs), ref):
-        assert np.isfinite(o).all(), f"{case}/{config}/{mode}: unwritten outputs"
-        assert rel_err(o, r) <= RTOL, f"{case}/{config}/{mode}: rel err {rel_err(o, r):.2e}"
+    matches_numpy_on_lavapipe(vk, d, g, t, monkeypatch, 7, f"{case}/{config}/{mode}")
 
 
 @pytest.mark.parametrize("precision", ["tf32", "bf16"])

@@ -26,6 +26,7 @@ from halbench.compiler.codegen.tuning import (
     tuning_for,
 )
 from tests.compiler import codegen_cases as cc
+from tests.compiler.test_gemm_async import _run
 
 
 def _prec(case, precision: str):
@@ -192,25 +193,7 @@ def test_pipelines_run_on_cuda(monkeypatch, case, stages, split, precision):
         assert v.workgroups[2] % split == 0
         xs = cc.random_inputs(g, d, seed=11)
         want = cc.reference(g, d, xs)[0]
-        exe = dev.load_executable(v.binary())
-        bufs = []
-        for x in xs:
-            b = dev.allocate(max(x.nbytes, 16))
-            b.write(np.ascontiguousarray(x))
-            bufs.append(b)
-        out = dev.allocate(max(want.nbytes, 16))
-        out.write(np.full(max(want.nbytes, 16), 0xFF, np.uint8))  # NaN where never written
-        extra = []
-        if v.entry.bindings > len(xs) + 1:  # the split-K scratch, counters zero
-            extra.append(dev.allocate(sp.nbytes))
-            extra[0].write(np.zeros(sp.nbytes, np.uint8))
-        cb = dev.command_buffer()
-        for _ in range(2):  # twice: the counters must be back at zero after a run
-            cb.dispatch(exe, v.entry.name, v.workgroups, bufs + [out] + extra, list(v.constants))
-            cb.barrier()
-        cb.end()
-        dev.submit(cb).wait()
-        got = out.read(np.float32, want.shape)
+        (got,) = _run(dev, d, g, v, xs, runs=2)  # twice: the counters must be back at zero after a run
         assert np.isfinite(got).all()
         err = float(np.linalg.norm(got - want) / np.linalg.norm(want))
         assert err < 1e-5, f"{case} {precision} s{stages} k{split}: {err:.2e} from the rounding oracle"

@@ -262,10 +262,26 @@ class _Emit:
                     b, co = self.operand(self.qk.inputs[0], str(k) if ta else f"mq{r}", f"mq{r}" if ta else str(k))
                     self.lines.append(f"float hq{r}_{k} = {c.ld(b, co)};")
 
+    def vec4_at(self, v: str, c4: str, depth: int, at: Any) -> str:
+        """Elements ``4 * c4`` .. ``+ 3`` of operand ``v`` along its depth dim as one vector: a
+        16-byte load where aligned, else 4 scalars (indices past ``depth`` clamped to its last).
+        ``at(k)`` gives the operand's (row, column) for depth index ``k``."""
+        b, co = self.operand(v, *at(_DEPTH))
+        off = self.vec_off(b, co, f"(4 * {c4})", depth)
+        if off is not None:
+            return self.L.load4(b, off)
+        d4 = -(-depth // 4)
+        comps = []
+        for j in range(4):
+            kk = f"min(4 * {c4} + {j}, {depth - 1})" if 4 * (d4 - 1) + j >= depth else f"4 * {c4} + {j}"
+            b, co = self.operand(v, *at(kk))
+            comps.append(self.c.ld(b, co))
+        return f"{self.make4}({', '.join(comps)})"
+
     def stage_q(self) -> list[str]:
         """Lines that copy the block's ``BM`` query rows (clamped below M) into shared vectors
         ``hb_sm[qbase + row * SK4 + c]``; the key loop's barriers make them visible."""
-        c, L, T, DK, DK4, SK4 = self.c, self.L, self.T, self.DK, self.DK4, self.sh["SK4"]
+        T, DK, DK4, SK4 = self.T, self.DK, self.DK4, self.sh["SK4"]
         ta = bool(self.qk.attrs.get("transpose_a"))
         total = self.BM * DK4
         out: list[str] = []
@@ -274,17 +290,7 @@ class _Emit:
             out.append(f"int {e} = min(lid + {u * T}, {total - 1});" if total % T else f"int {e} = lid + {u * T};")
             out += [f"int {row} = {e} / {DK4};", f"int {c4} = {e} - {row} * {DK4};",
                     f"int {mq} = min(mblk * {self.BM} + {row}, {self.M - 1});"]
-            b, co = self.operand(self.qk.inputs[0], _DEPTH if ta else mq, mq if ta else _DEPTH)
-            off = self.vec_off(b, co, f"(4 * {c4})", DK)
-            if off is not None:
-                value = L.load4(b, off)
-            else:
-                comps = []
-                for j in range(4):
-                    kk = f"min(4 * {c4} + {j}, {DK - 1})" if 4 * (DK4 - 1) + j >= DK else f"4 * {c4} + {j}"
-                    b, co = self.operand(self.qk.inputs[0], kk if ta else mq, mq if ta else kk)
-                    comps.append(c.ld(b, co))
-                value = f"{self.make4}({', '.join(comps)})"
+            value = self.vec4_at(self.qk.inputs[0], c4, DK, lambda k, mq=mq: (k, mq) if ta else (mq, k))
             st = f"hb_sm[{self.qbase} + {row} * {SK4} + {c4}] = {value};"
             out.append(f"if (lid + {u * T} < {total}) {st}" if total % T else st)
         return out
@@ -296,7 +302,7 @@ class _Emit:
         loads where they are aligned, else 4 clamped scalars; keys past N as 0 with ``zero``.
         Unrolled: the loads (every one in flight at once), then the stores, apart so that the
         barrier before the stores waits while the loads are under way."""
-        c, L, TN, N, T = self.c, self.L, self.TN, self.N, self.T
+        L, TN, N, T = self.L, self.TN, self.N, self.T
         d4 = -(-depth // 4)
         total = TN * d4
         kfast = self.keys_fast(v, transposed)
@@ -310,17 +316,7 @@ class _Emit:
             else:
                 loads += [f"int {jn} = {e} / {d4};", f"int {c4} = {e} - {jn} * {d4};"]
             loads.append(f"int {nn} = min(n0 + {jn}, {N - 1});")
-            b, co = self.operand(v, nn if transposed else _DEPTH, _DEPTH if transposed else nn)
-            off = self.vec_off(b, co, f"(4 * {c4})", depth)
-            if off is not None:
-                value = L.load4(b, off)
-            else:
-                comps = []
-                for j in range(4):
-                    kk = f"min(4 * {c4} + {j}, {depth - 1})" if 4 * (d4 - 1) + j >= depth else f"4 * {c4} + {j}"
-                    b, co = self.operand(v, nn if transposed else kk, kk if transposed else nn)
-                    comps.append(c.ld(b, co))
-                value = f"{self.make4}({', '.join(comps)})"
+            value = self.vec4_at(v, c4, depth, lambda k, nn=nn: (nn, k) if transposed else (k, nn))
             if zero and N % TN:
                 value = f"(n0 + {jn} < {N}) ? {value} : {self.make4}(0.0f, 0.0f, 0.0f, 0.0f)"
             loads.append(f"{L.vec4} h{tag}g{u} = {value};")

@@ -98,7 +98,7 @@ def _unit_view_map(g: Graph, v: str, m: tuple) -> tuple[str, tuple] | None:
         return None
     shape, src_shape = g.types[v].shape, g.types[src].shape
     big = [m[i] for i, n in enumerate(shape) if n != 1]
-    if [n for n in shape if n != 1] != [n for n in src_shape if n != 1]:
+    if [n for n in shape if n != 1] != [n for n in src_shape if n != 1] or g.types[v].dtype != g.types[src].dtype:
         return None
     it = iter(big)
     return src, tuple(("c", 0) if n == 1 else next(it) for n in src_shape)
