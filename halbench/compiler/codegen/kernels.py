@@ -26,6 +26,7 @@ from typing import Any
 
 from halbench.compiler.codegen.lang import Lang, ctype, emit_body, lin
 from halbench.compiler.codegen.matrix import mma_context, mma_sync_context, vector_load
+from halbench.compiler.codegen.wgmma import wgmma_context, wgmma_vec_bindings
 from halbench.compiler.codegen.tuning import (
     GemmConfig,
     MmaTiles,
@@ -41,6 +42,9 @@ from halbench.compiler.codegen.tuning import (
     mma_sync_takes_split,
     mma_sync_tiles,
     mma_tiles,
+    wgmma_ok,
+    wgmma_tiles,
+    WGMMA_MATMULS,
     problem_key,
     reduction_plan,
     split_k,
@@ -814,6 +818,12 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
     else:
         frag = mma_fragment(t, in_dt) if c.dtype(ib) == in_dt else None
     kind = precision if precision != "fp32" else in_dt
+    if frag is not None and wgmma_ok(t, kind) and (im2col is not None or WGMMA_MATMULS and op.kind != "conv2d"):
+        # sm_90a: the warpgroup-MMA GEMM (gemm_wgmma.j2) for NCHW convolutions
+        wops = _wgmma_operands(c, op, srcs, im2col, load_a, load_b, a_kc, b_nc, m, n)
+        wp = _plan_wgmma(c, t, kind, problem, wops, batch)
+        if wp is not None:
+            return wp
     shape = _conv_shape(op, im2col, kind)
     st_ = mma_sync_tiles(t, kind, m, n, k, batch, **shape) if frag is not None and mma_sync_ok(t) else None
     if st_ is not None:
@@ -1071,6 +1081,47 @@ def _plan_mma_sync(L: Lang, tiles: MmaTiles, kind: str, rounded: bool, problem: 
     p = Plan("gemm_mma_sync.j2", ctx, (tiles.threads, 1, 1), (gx, gy, batch * slices), shared, helpers=helpers,
              dynamic_shared=dynamic)
     p.vec4 = vec
+    p.features.add("mma")
+    return p
+
+
+def _wgmma_operands(c: _Ctx, op: Op, srcs: dict[str, dict[str, Any]], im2col: dict[str, Any] | None,
+                    load_a: str, load_b: str, a_kc: bool, b_nc: bool, m: int, n: int) -> tuple[dict, dict]:
+    """What the wgmma GEMM needs of each operand (wgmma.wgmma_context): its binding, type, the
+    offset of K-contiguous runs, the element load, an NCHW convolution's im2col split."""
+    sa, sb = srcs["a"], srcs["b"]
+    ka = sa["off"] if op.kind == "conv2d" or a_kc else None
+    a = {"buf": sa["buf"], "index": int(sa["buf"][1:]), "dtype": sa["dtype"], "off": ka, "load": load_a, "lim": m}
+    if im2col is not None:
+        b = {"buf": sb["buf"], "index": int(sb["buf"][1:]), "dtype": sb["dtype"], "off": None, "load": load_b,
+             "i2c": im2col, "lim": n}
+    else:
+        b = {"buf": sb["buf"], "index": int(sb["buf"][1:]), "dtype": sb["dtype"],
+             "off": sb["off"] if not b_nc else None, "load": load_b, "lim": n}
+    return a, b
+
+
+def _plan_wgmma(c: _Ctx, t: Tuning, kind: str, problem: dict[str, Any], ops: tuple[dict, dict],
+                batch: int) -> Plan | None:
+    """The wgmma GEMM (sm_90a, gemm_wgmma.j2) with the tiles of tuning.wgmma_tiles, split along K
+    where they say so and the schedule reserved scratch; None where no tile fits the target."""
+    m, n, k = problem["M"], problem["N"], problem["K"]
+    sp = gemm_split(c.d, c.g) if c.L.scratch_ok else None
+    tiles = wgmma_tiles(t, m, n, k, batch, sp.room if sp is not None else 1)
+    if tiles is None:
+        return None
+    ctx = wgmma_context(tiles, kind, k, *ops, load4=c.L.load4)
+    slices, dynamic = 1, tiles.shared_bytes()
+    if tiles.split > 1 and sp is not None:
+        depth = -(-(-(-k // tiles.split)) // ctx["BK"]) * ctx["BK"]  # whole BK steps per slice
+        slices = -(-k // depth)
+        ctx.update(SPLIT=slices, DEPTH=depth, PART=0, CTR=sp.partial_words, SB=len(c.d.values) + uses_extract(c.d))
+        dynamic += 16  # the last-slice flag after the stages
+    ctx.update(problem)
+    gx, gy = -(-n // tiles.bn), -(-m // tiles.bm)
+    ctx.update(GX=gx, GY=gy)
+    p = Plan("gemm_wgmma.j2", ctx, (tiles.threads, 1, 1), (gx, gy, batch * slices), [], dynamic_shared=dynamic)
+    p.vec4 = wgmma_vec_bindings(ctx)
     p.features.add("mma")
     return p
 

@@ -43,6 +43,10 @@ __all__ = [
     "mma_sync_split",
     "mma_sync_takes_split",
     "mma_sync_tiles",
+    "WGMMA_MATMULS",
+    "wgmma_ok",
+    "wgmma_tiles",
+    "WgmmaTiles",
     "mma_tiles",
     "problem_key",
     "reduction_plan",
@@ -611,6 +615,77 @@ def mma_sync_takes_split(t: Tuning, tiles: MmaTiles, m: int, n: int, k: int, bat
     its 1x1 (tf32 32 steps) 40 vs 20; at batch 8 stage 4's 3x3 (104 blocks) 93 vs 148."""
     groups = batch * -(-m // tiles.bm) * -(-n // tiles.bn)
     return 2 * groups >= (t.compute_units or 16) or -(-k // tiles.bk) <= 24
+
+
+@dataclass(frozen=True)
+class WgmmaTiles:
+    """A tile of the wgmma GEMM (gemm_wgmma.j2, sm_90a): ``nwg`` warpgroups of one m64 slab each
+    (BM = 64 * nwg) by ``bn`` columns, ``stages`` shared stages of 128 bytes of K per row (BK 64
+    f16 / bf16, 32 tf32), ``inflight`` wgmma groups left running across a K step (the copies then
+    run ``stages - 1 - inflight`` steps ahead), ``split`` split-K slices."""
+
+    nwg: int
+    bn: int
+    stages: int = 4
+    inflight: int = 1
+    split: int = 1
+
+    @property
+    def bm(self) -> int:
+        return 64 * self.nwg
+
+    @property
+    def threads(self) -> int:
+        return 128 * self.nwg
+
+    def stage_bytes(self) -> int:
+        return (self.bm + self.bn) * 128
+
+    def shared_bytes(self) -> int:
+        return self.stages * self.stage_bytes()
+
+
+#: Most stages of the wgmma GEMM, and its split-K bounds: a convolution at least WGMMA_SPLIT_DEPTH
+#: deep whose blocks make less than a wave is split in up to WGMMA_SPLIT_MAX slices.
+WGMMA_STAGES = 4
+WGMMA_SPLIT_DEPTH = 1024
+WGMMA_SPLIT_MAX = 4
+#: Whether matmuls take the wgmma GEMM too (it computes them; not measured against mma.sync on the
+#: H100 yet, so they keep mma.sync): convolutions do.
+WGMMA_MATMULS = False
+
+
+def wgmma_ok(t: Tuning, kind: str) -> bool:
+    """Whether the CUDA target runs Hopper's warpgroup MMA (an arch-specific sm_90a target: it
+    lists warpgroup-scope matrix shapes) with dynamic shared memory, for ``kind`` operands (f16,
+    bf16, tf32)."""
+    wg = any(getattr(s, "scope", "subgroup") == "warpgroup" for s in t.matrix)
+    return t.api == "cuda" and wg and bool(t.dynamic_shared_bytes) and kind in ("f16", "bf16", "tf32")
+
+
+def wgmma_tiles(t: Tuning, m: int, n: int, k: int, batch: int = 1, room: int = 1) -> WgmmaTiles | None:
+    """Tiles of the wgmma GEMM: the first of 128x128, 128x64, 64x128, 64x64 (BM x BN) whose blocks
+    make a wave without computing half again the output in padding, else 64x64; as many stages
+    (up to WGMMA_STAGES) as the target's dynamic shared memory holds; split along K (at most
+    ``room`` slices, what the schedule reserved scratch for) where the blocks make under a wave
+    and K is at least WGMMA_SPLIT_DEPTH, for about one and a half waves of blocks."""
+    cus = t.compute_units or 16
+    cands = [WgmmaTiles(2, 128), WgmmaTiles(2, 64), WgmmaTiles(1, 128), WgmmaTiles(1, 64)]
+    pick = cands[-1]
+    for c in cands:
+        if _blocks(c, m, n, batch) >= cus and _waste(c, m, n) < 1.5:
+            pick = c
+            break
+    stages = min(WGMMA_STAGES, max(t.dynamic_shared_bytes, t.shared_bytes) // pick.stage_bytes())
+    if stages < 2 or pick.threads > t.max_invocations:
+        return None
+    pick = replace(pick, stages=stages, inflight=1 if stages >= 3 else 0)
+    blocks = _blocks(pick, m, n, batch)
+    if blocks < cus and k >= WGMMA_SPLIT_DEPTH and room >= 2:
+        split = min(room, WGMMA_SPLIT_MAX, -(-3 * cus // (2 * blocks)))
+        if split >= 2:
+            pick = replace(pick, split=split)
+    return pick
 
 
 def reduction_plan(t: Tuning, points: int, length: int, contiguous: bool) -> tuple[str, int]:
