@@ -6,6 +6,8 @@ constants. Each kernel is ``extern "C"`` and named :data:`ENTRY`.
 
 from __future__ import annotations
 
+from halbench.compiler.codegen.wgmma import WGMMA_C, wgmma_asm
+
 ENTRY = "micro"
 
 _HEAD = r"""
@@ -130,14 +132,14 @@ extern "C" __global__ void micro(uint* buf) {}""",
 #
 # A stage holds the A tile then the B tile, each as BK / 32 sub-tiles of [rows][32] elements
 # (64-byte rows): 16-byte chunk c of row r of sub-tile s sits at s * rows * 32 + swz(r, c).
-_GEMM_COMMON = r"""
+_GEMM_COMMON = WGMMA_C + r"""
 #define KSUB (BK / 32)
 #define STAGE_ELEMS ((BM + BN) * BK)
 __device__ __forceinline__ uint smem_addr(const void* p) { return (uint)__cvta_generic_to_shared(p); }
-// offset in elements of 16-byte chunk c (0..3) of row r of a [rows][32] tile, XOR-swizzled so that
-// ldmatrix's eight row reads and cp.async's writes hit eight different bank groups (and the
-// layout wgmma's 64-byte swizzle expects)
-__device__ __forceinline__ uint swz(uint r, uint c) { return r * 32u + ((c ^ ((r >> 1) & 3u)) << 3); }
+// offset in elements of 16-byte chunk c (0..3) of row r of a [rows][32] tile: wgmma's 64-byte
+// swizzle (codegen/wgmma.py), which also sends ldmatrix's eight row reads and cp.async's writes
+// to eight different bank groups
+__device__ __forceinline__ uint swz(uint r, uint c) { return hb_swz64(r, c) >> 1; }
 __device__ __forceinline__ void cp_async16(void* dst, const void* src) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"(smem_addr(dst)), "l"(src));
 }
@@ -268,13 +270,8 @@ _GEMM_WGMMA = r"""
 #define NACC (BN / 2)
 #define AHEAD (STAGES - 1 - INFLIGHT)
 GEMM_COMMON
-// K-major operand, 64-byte swizzle (mode 2 in bits 62-63), 8-row groups 512 bytes apart (SBO),
-// leading offset unused for swizzled K-major layouts (1, as CUTLASS sets it)
-__device__ __forceinline__ unsigned long long wg_desc(const void* p) {
-  unsigned long long a = smem_addr(p);
-  return ((a & 0x3FFFFull) >> 4) | (1ull << 16) | ((512ull >> 4) << 32) | (2ull << 62);
-}
-__device__ __forceinline__ void wgmma(float* d, unsigned long long da, unsigned long long db, uint acc) {
+__device__ __forceinline__ unsigned long long wg_desc(const void* p) { return hb_wg_desc(smem_addr(p)); }
+__device__ __forceinline__ void wgmma(float* d, unsigned long long da, unsigned long long db, uint sc) {
   WGMMA_ASM
 }
 // keeps the compiler from moving accumulators between wgmma issue and wait (CUTLASS's
@@ -361,11 +358,8 @@ _GEMM_WS = r"""
 #define MI (WM / 64)
 #define NACC (BN / 2)
 GEMM_COMMON
-__device__ __forceinline__ unsigned long long wg_desc(const void* p) {
-  unsigned long long a = smem_addr(p);
-  return ((a & 0x3FFFFull) >> 4) | (1ull << 16) | ((512ull >> 4) << 32) | (2ull << 62);
-}
-__device__ __forceinline__ void wgmma(float* d, unsigned long long da, unsigned long long db, uint acc) {
+__device__ __forceinline__ unsigned long long wg_desc(const void* p) { return hb_wg_desc(smem_addr(p)); }
+__device__ __forceinline__ void wgmma(float* d, unsigned long long da, unsigned long long db, uint sc) {
   WGMMA_ASM
 }
 __device__ __forceinline__ void fence_acc(float* d) {
@@ -511,24 +505,13 @@ micro(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, uint 
 }"""
 
 
-def _wgmma_asm(bn: int, mma_type: str) -> str:
-    """The inline PTX of one wgmma.mma_async.m64n{bn}k16 with bn / 2 f32 accumulators."""
-    n = bn // 2
-    regs = ", ".join(f"%{i}" for i in range(n))
-    outs = ", ".join(f'"+f"(d[{i}])' for i in range(n))
-    return (f'asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{n + 2}, 0;\\n"\n'
-            f'    "wgmma.mma_async.sync.aligned.m64n{bn}k16.f32.{mma_type}.{mma_type} "\n'
-            f'    "{{{regs}}}, %{n}, %{n + 1}, p, 1, 1, 0, 0;\\n}}\\n"\n'
-            f'    : {outs}\n    : "l"(da), "l"(db), "r"(acc) : "memory");')
-
-
 def gemm_wgmma_source(kernel: str, bn: int, specialized: bool = False) -> str:
     """The wgmma GEMM (sm_90a) for ``gemm_f16`` / ``gemm_bf16`` with N tile ``bn``; ``specialized``:
     the warp-specialized mbarrier pipeline (a producer warpgroup, two consumer warpgroups)."""
     mma_type = "bf16" if kernel == "gemm_bf16" else "f16"
     body = _GEMM_WS if specialized else _GEMM_WGMMA
     return _GEMM_TYPES[kernel] + body.replace("GEMM_COMMON", _GEMM_COMMON).replace(
-        "WGMMA_ASM", _wgmma_asm(bn, mma_type))
+        "WGMMA_ASM", wgmma_asm(bn, mma_type))
 
 
 #: the kernel-shaping options of each kernel and their defaults (become #defines)
