@@ -26,7 +26,7 @@ from typing import Any
 
 from halbench.compiler.codegen.lang import Lang, ctype, emit_body, lin
 from halbench.compiler.codegen.matrix import mma_context, mma_sync_context, vector_load
-from halbench.compiler.codegen.wgmma import wgmma_context, wgmma_vec_bindings
+from halbench.compiler.codegen.wgmma import wgmma_context, wgmma_mode, wgmma_vec_bindings
 from halbench.compiler.codegen.tuning import (
     GemmConfig,
     MmaTiles,
@@ -1107,7 +1107,8 @@ def _plan_wgmma(c: _Ctx, t: Tuning, kind: str, problem: dict[str, Any], ops: tup
     where they say so and the schedule reserved scratch; None where no tile fits the target."""
     m, n, k = problem["M"], problem["N"], problem["K"]
     sp = gemm_split(c.d, c.g) if c.L.scratch_ok else None
-    tiles = wgmma_tiles(t, m, n, k, batch, sp.room if sp is not None else 1)
+    copied = all(wgmma_mode(kind, k, o) != "reg" for o in ops)
+    tiles = wgmma_tiles(t, m, n, k, batch, sp.room if sp is not None else 1, copied)
     if tiles is None:
         return None
     ctx = wgmma_context(tiles, kind, k, *ops, load4=c.L.load4)

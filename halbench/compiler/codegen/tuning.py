@@ -645,9 +645,13 @@ class WgmmaTiles:
         return self.stages * self.stage_bytes()
 
 
-#: Most stages of the wgmma GEMM, and its split-K bounds: a convolution at least WGMMA_SPLIT_DEPTH
-#: deep whose blocks make less than a wave is split in up to WGMMA_SPLIT_MAX slices.
-WGMMA_STAGES = 4
+#: Most stages of the wgmma GEMM whose operands all come by cp.async (a deep ring hides the
+#: copies' latency behind short K steps: 128 bytes of K per row), and of one that converts an
+#: operand in registers (more, smaller blocks per SM hide its loads instead); its split-K bounds:
+#: a GEMM at least WGMMA_SPLIT_DEPTH deep whose blocks make less than a wave is split in up to
+#: WGMMA_SPLIT_MAX slices.
+WGMMA_STAGES = 6
+WGMMA_REG_STAGES = 4
 WGMMA_SPLIT_DEPTH = 1024
 WGMMA_SPLIT_MAX = 4
 #: Whether matmuls take the wgmma GEMM too (it computes them; not measured against mma.sync on the
@@ -663,20 +667,24 @@ def wgmma_ok(t: Tuning, kind: str) -> bool:
     return t.api == "cuda" and wg and bool(t.dynamic_shared_bytes) and kind in ("f16", "bf16", "tf32")
 
 
-def wgmma_tiles(t: Tuning, m: int, n: int, k: int, batch: int = 1, room: int = 1) -> WgmmaTiles | None:
+def wgmma_tiles(t: Tuning, m: int, n: int, k: int, batch: int = 1, room: int = 1,
+                copied: bool = True) -> WgmmaTiles | None:
     """Tiles of the wgmma GEMM: the first of 128x128, 128x64, 64x128, 64x64 (BM x BN) whose blocks
-    make a wave without computing half again the output in padding, else 64x64; as many stages
-    (up to WGMMA_STAGES) as the target's dynamic shared memory holds; split along K (at most
+    make a wave (two where an operand is converted in registers: not ``copied``) without computing
+    half again the output in padding, else 64x64; as many stages (up to WGMMA_STAGES, or
+    WGMMA_REG_STAGES) as the target's dynamic shared memory holds; split along K (at most
     ``room`` slices, what the schedule reserved scratch for) where the blocks make under a wave
     and K is at least WGMMA_SPLIT_DEPTH, for about one and a half waves of blocks."""
     cus = t.compute_units or 16
     cands = [WgmmaTiles(2, 128), WgmmaTiles(2, 64), WgmmaTiles(1, 128), WgmmaTiles(1, 64)]
+    bar = cus if copied else 2 * cus
     pick = cands[-1]
     for c in cands:
-        if _blocks(c, m, n, batch) >= cus and _waste(c, m, n) < 1.5:
+        if _blocks(c, m, n, batch) >= bar and _waste(c, m, n) < 1.5:
             pick = c
             break
-    stages = min(WGMMA_STAGES, max(t.dynamic_shared_bytes, t.shared_bytes) // pick.stage_bytes())
+    most = WGMMA_STAGES if copied else WGMMA_REG_STAGES
+    stages = min(most, (max(t.dynamic_shared_bytes, t.shared_bytes) - 16) // pick.stage_bytes())
     if stages < 2 or pick.threads > t.max_invocations:
         return None
     pick = replace(pick, stages=stages, inflight=1 if stages >= 3 else 0)

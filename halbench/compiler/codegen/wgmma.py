@@ -15,7 +15,7 @@ from typing import Any
 
 from halbench.compiler.codegen.tuning import WgmmaTiles
 
-__all__ = ["WGMMA_C", "wgmma_asm", "wgmma_context", "wgmma_vec_bindings"]
+__all__ = ["WGMMA_C", "wgmma_asm", "wgmma_context", "wgmma_mode", "wgmma_vec_bindings"]
 
 #: Device functions (file scope): the swizzled byte offset and the matrix descriptor.
 WGMMA_C = r"""
@@ -77,9 +77,10 @@ def wgmma_context(tiles: WgmmaTiles, kind: str, k: int, a: dict[str, Any], b: di
     for x, o, rows, var in (("a", a, t.bm, "m"), ("b", b, t.bn, "n")):
         op = {"R": rows, "var": var, "lim": o["lim"], "buf": o["buf"], "off": o.get("off"), "load": o.get("load"),
               "i2c": o.get("i2c"), "v4": None}
-        if op["off"] is not None and o["dtype"] == _SOURCE[kind] and k % e == 0:
+        mode = wgmma_mode(kind, k, o)
+        if mode == "cp16":
             op.update(mode="cp16", map="kfast")  # 16-byte copies of runs already of the staged type
-        elif op["i2c"] is not None and kind == "tf32" and op["i2c"].get("zero"):
+        elif mode == "cp4":
             op.update(mode="cp4", map="rows")  # f32 im2col padded with zeros: 4-byte zero-filling copies
         elif op["off"] is not None and o["dtype"] == "f32" and k % 4 == 0:
             op.update(mode="reg", map="kfast", v4=load4(o["index"], f"({op['off']}) / 4"))
@@ -93,6 +94,16 @@ def wgmma_context(tiles: WgmmaTiles, kind: str, k: int, a: dict[str, Any], b: di
     return {"KIND": kind, "ES": es, "E": e, "BK": 128 // es, "BM": t.bm, "BN": t.bn, "NWG": t.nwg,
             "WG": t.threads, "STAGES": t.stages, "INFLIGHT": t.inflight, "FK": 32 // es,
             "STAGE_BYTES": t.stage_bytes(), "OPS": ops, "includes": ("#include <cuda_bf16.h>", helpers)}
+
+
+def wgmma_mode(kind: str, k: int, o: dict[str, Any]) -> str:
+    """How the wgmma GEMM stages operand ``o`` (as wgmma_context takes it): "cp16", "cp4" (both
+    cp.async) or "reg" (through registers, converted)."""
+    if o.get("off") is not None and o["dtype"] == _SOURCE[kind] and k % (16 // _STAGE[kind][0]) == 0:
+        return "cp16"
+    if o.get("i2c") is not None and kind == "tf32" and o["i2c"].get("zero"):
+        return "cp4"
+    return "reg"
 
 
 def wgmma_vec_bindings(ctx: dict[str, Any]) -> set[int]:
