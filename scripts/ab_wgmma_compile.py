@@ -1,9 +1,10 @@
 """Compile A/B bundles for scripts/ab_models.py (CUDA only, --weights random): MODEL-bB-TAG.hbx
 in DIR/PRECISION/. ``--sm90a`` compiles for the h100 product with its arch-specific sm_90a code
-(wgmma: the warpgroup-MMA GEMM, gemm_wgmma.j2) instead of its sm_90 default; run it once with the
-baseline's halbench on PYTHONPATH (TAG A) and once with the change's (TAG B, --sm90a).
+instead of its sm_90 default, and ``--wgmma`` switches on the warpgroup-MMA GEMM (gemm_wgmma.j2,
+tuning.WGMMA_CONVS; needs --sm90a); run it once with the baseline's halbench on PYTHONPATH (TAG A)
+and once with the change's (TAG B, --sm90a --wgmma).
 
-Usage: python scripts/ab_wgmma_compile.py DIR TAG [--sm90a] --models resnet50 minilm-l6
+Usage: python scripts/ab_wgmma_compile.py DIR TAG [--sm90a [--wgmma]] --models resnet50 minilm-l6
        --batches 8 1 --precisions tf32 f16
 """
 
@@ -21,6 +22,7 @@ def main() -> None:
     ap.add_argument("out", type=Path)
     ap.add_argument("tag")
     ap.add_argument("--sm90a", action="store_true")
+    ap.add_argument("--wgmma", action="store_true", help="switch on the wgmma GEMM (tuning.WGMMA_CONVS)")
     ap.add_argument("--models", nargs="+", default=["resnet50"])
     ap.add_argument("--batches", nargs="+", type=int, default=[8])
     ap.add_argument("--precisions", nargs="+", default=["tf32", "f16"])
@@ -32,6 +34,10 @@ def main() -> None:
     from halbench.compiler import compile as compile_mod
     from halbench.compiler import targets as T
 
+    if a.wgmma:
+        from halbench.compiler.codegen import kernels
+
+        kernels.WGMMA_CONVS = True
     if a.sm90a:
         h100 = T.resolve_target("cuda", "h100")
         arch = T.resolve_target("cuda", "sm_90a")

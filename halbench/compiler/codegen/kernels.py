@@ -14,7 +14,9 @@ Families:
 - ``row``: one workgroup per row of a fused softmax / layer norm (rows.py), subgroup reductions;
 - ``attention``: flash attention, one workgroup per (batch*head, query-row block) (attention.py);
 - ``gemm_mma``: matrix units (cooperative matrix / WMMA) for f16 / bf16 GEMMs, and f32 ones
-  compiled with ``--precision tf32|f16|bf16``, where the target has them.
+  compiled with ``--precision tf32|f16|bf16``, where the target has them: mma.sync on sm_80+
+  (``gemm_mma_sync.j2``), Hopper's wgmma on sm_90a where tuning.WGMMA_CONVS allows
+  (``gemm_wgmma.j2``, codegen/wgmma.py).
 """
 
 from __future__ import annotations
@@ -26,8 +28,9 @@ from typing import Any
 
 from halbench.compiler.codegen.lang import Lang, ctype, emit_body, lin
 from halbench.compiler.codegen.matrix import mma_context, mma_sync_context, vector_load
-from halbench.compiler.codegen.wgmma import wgmma_context, wgmma_mode, wgmma_vec_bindings
 from halbench.compiler.codegen.tuning import (
+    WGMMA_CONVS,
+    WGMMA_MATMULS,
     GemmConfig,
     MmaTiles,
     Tuning,
@@ -42,14 +45,14 @@ from halbench.compiler.codegen.tuning import (
     mma_sync_takes_split,
     mma_sync_tiles,
     mma_tiles,
-    wgmma_ok,
-    wgmma_tiles,
-    WGMMA_MATMULS,
     problem_key,
     reduction_plan,
     split_k,
     split_k_room,
+    wgmma_ok,
+    wgmma_tiles,
 )
+from halbench.compiler.codegen.wgmma import wgmma_context, wgmma_mode, wgmma_vec_bindings
 from halbench.compiler.ir import Graph, Op
 from halbench.errors import CompileError
 
@@ -818,8 +821,9 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
     else:
         frag = mma_fragment(t, in_dt) if c.dtype(ib) == in_dt else None
     kind = precision if precision != "fp32" else in_dt
-    if frag is not None and wgmma_ok(t, kind) and (im2col is not None or WGMMA_MATMULS and op.kind != "conv2d"):
-        # sm_90a: the warpgroup-MMA GEMM (gemm_wgmma.j2) for NCHW convolutions
+    wg_op = (im2col is not None and WGMMA_CONVS) or (WGMMA_MATMULS and op.kind != "conv2d")
+    if frag is not None and wg_op and wgmma_ok(t, kind):
+        # sm_90a: the warpgroup-MMA GEMM (gemm_wgmma.j2), where tuning.WGMMA_CONVS / _MATMULS allow
         wops = _wgmma_operands(c, op, srcs, im2col, load_a, load_b, a_kc, b_nc, m, n)
         wp = _plan_wgmma(c, t, kind, problem, wops, batch)
         if wp is not None:

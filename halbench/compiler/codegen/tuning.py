@@ -26,10 +26,13 @@ from halbench.tools import SPIRV_VERSION
 
 __all__ = [
     "MAX_GROUPS_X",
+    "WGMMA_CONVS",
+    "WGMMA_MATMULS",
     "GemmConfig",
     "GemmTiles",
     "MmaTiles",
     "Tuning",
+    "WgmmaTiles",
     "config_problem",
     "fold_groups",
     "gemm_stages",
@@ -43,16 +46,14 @@ __all__ = [
     "mma_sync_split",
     "mma_sync_takes_split",
     "mma_sync_tiles",
-    "WGMMA_MATMULS",
-    "wgmma_ok",
-    "wgmma_tiles",
-    "WgmmaTiles",
     "mma_tiles",
     "problem_key",
     "reduction_plan",
     "split_k",
     "split_k_room",
     "tuning_for",
+    "wgmma_ok",
+    "wgmma_tiles",
 ]
 
 #: Vulkan guarantees 65535 workgroups per dimension; larger grids fold x into y.
@@ -645,17 +646,22 @@ class WgmmaTiles:
         return self.stages * self.stage_bytes()
 
 
-#: Most stages of the wgmma GEMM whose operands all come by cp.async (a deep ring hides the
-#: copies' latency behind short K steps: 128 bytes of K per row), and of one that converts an
-#: operand in registers (more, smaller blocks per SM hide its loads instead); its split-K bounds:
-#: a GEMM at least WGMMA_SPLIT_DEPTH deep whose blocks make less than a wave is split in up to
-#: WGMMA_SPLIT_MAX slices.
-WGMMA_STAGES = 6
+#: Most stages of the wgmma GEMM whose operands all come by cp.async, and of one that converts an
+#: operand in registers; its split-K bounds: a GEMM at least WGMMA_SPLIT_DEPTH deep whose blocks
+#: make less than a wave is split in up to WGMMA_SPLIT_MAX slices. Measured on the H100 (ResNet-50
+#: b8, whole model, A/B against mma.sync in one session): tf32 4 stages 2.006 ms, 6 stages 2.156
+#: (mma.sync 1.78); f16 4 stages of 128x128 with loads stored in the same step 2.167, the loads
+#: a step ahead and tiles for two waves 1.997 (mma.sync 1.60).
+WGMMA_STAGES = 4
 WGMMA_REG_STAGES = 4
 WGMMA_SPLIT_DEPTH = 1024
 WGMMA_SPLIT_MAX = 4
-#: Whether matmuls take the wgmma GEMM too (it computes them; not measured against mma.sync on the
-#: H100 yet, so they keep mma.sync): convolutions do.
+#: Whether convolutions (NCHW) and matmuls take the wgmma GEMM on sm_90a targets. It computes
+#: both (tests/compiler/test_wgmma.py) but measured slower than mma.sync on the H100 (ResNet-50 b8
+#: tf32 2.006 vs 1.78 ms, f16 1.997 vs 1.60: WGMMA_STAGES): its tf32 im2col B must be K-major, so
+#: a 1x1 convolution's pixel runs come by 4-byte copies (mma.sync: 16-byte), and f16 converts
+#: both f32 operands in registers on the way; off until it wins.
+WGMMA_CONVS = False
 WGMMA_MATMULS = False
 
 
