@@ -23,6 +23,8 @@ def main() -> None:
     ap.add_argument("tag")
     ap.add_argument("--sm90a", action="store_true")
     ap.add_argument("--wgmma", action="store_true", help="switch on the wgmma GEMM (tuning.WGMMA_CONVS)")
+    ap.add_argument("--set", nargs="*", default=[], metavar="NAME=INT",
+                    help="tuning.WGMMA_* constants to override (STAGES=3 INFLIGHT=0 WAVES=2 ...)")
     ap.add_argument("--models", nargs="+", default=["resnet50"])
     ap.add_argument("--batches", nargs="+", type=int, default=[8])
     ap.add_argument("--precisions", nargs="+", default=["tf32", "f16"])
@@ -38,6 +40,11 @@ def main() -> None:
         from halbench.compiler.codegen import kernels
 
         kernels.WGMMA_CONVS = True
+    from halbench.compiler.codegen import tuning
+
+    for kv in a.set:
+        name, value = kv.split("=")
+        setattr(tuning, f"WGMMA_{name.upper()}", int(value))
     if a.sm90a:
         h100 = T.resolve_target("cuda", "h100")
         arch = T.resolve_target("cuda", "sm_90a")

@@ -654,6 +654,11 @@ class WgmmaTiles:
 #: a step ahead and tiles for two waves 1.997 (mma.sync 1.60).
 WGMMA_STAGES = 4
 WGMMA_REG_STAGES = 4
+#: wgmma groups left running across a K step where there are 3 stages or more (else none)
+WGMMA_INFLIGHT = 1
+#: the waves of blocks a tile must make to be taken (copied operands / converted ones)
+WGMMA_WAVES = 1
+WGMMA_REG_WAVES = 2
 WGMMA_SPLIT_DEPTH = 1024
 WGMMA_SPLIT_MAX = 4
 #: Whether convolutions (NCHW) and matmuls take the wgmma GEMM on sm_90a targets. It computes
@@ -683,7 +688,7 @@ def wgmma_tiles(t: Tuning, m: int, n: int, k: int, batch: int = 1, room: int = 1
     and K is at least WGMMA_SPLIT_DEPTH, for about one and a half waves of blocks."""
     cus = t.compute_units or 16
     cands = [WgmmaTiles(2, 128), WgmmaTiles(2, 64), WgmmaTiles(1, 128), WgmmaTiles(1, 64)]
-    bar = cus if copied else 2 * cus
+    bar = cus * (WGMMA_WAVES if copied else WGMMA_REG_WAVES)
     pick = cands[-1]
     for c in cands:
         if _blocks(c, m, n, batch) >= bar and _waste(c, m, n) < 1.5:
@@ -693,7 +698,7 @@ def wgmma_tiles(t: Tuning, m: int, n: int, k: int, batch: int = 1, room: int = 1
     stages = min(most, (max(t.dynamic_shared_bytes, t.shared_bytes) - 16) // pick.stage_bytes())
     if stages < 2 or pick.threads > t.max_invocations:
         return None
-    pick = replace(pick, stages=stages, inflight=1 if stages >= 3 else 0)
+    pick = replace(pick, stages=stages, inflight=WGMMA_INFLIGHT if stages >= 3 else 0)
     blocks = _blocks(pick, m, n, batch)
     if blocks < cus and k >= WGMMA_SPLIT_DEPTH and room >= 2:
         split = min(room, WGMMA_SPLIT_MAX, -(-3 * cus // (2 * blocks)))
