@@ -64,7 +64,8 @@ def main() -> None:
                 (a.out / p).mkdir(parents=True, exist_ok=True)
                 dest = a.out / p / f"{model}-b{batch}-{a.tag}.hbx"
                 cm.write(dest)
-                print(f"{dest}: {time.perf_counter() - t0:.0f} s, {dest.stat().st_size / 1e6:.1f} MB", flush=True)
+                mb = dest.stat().st_size / 1e6
+                print(f"{dest}: {time.perf_counter() - t0:.0f} s, {mb:.1f} MB", flush=True)
 
 
 if __name__ == "__main__":

@@ -3,8 +3,8 @@ from 64-byte-swizzled shared memory, for tf32 and f16 / bf16 convolutions.
 
 The plan is off by default (tuning.WGMMA_CONVS: measured slower than mma.sync on the H100); the
 tests switch it on. CI (no GPU): it is chosen for an sm_90a target and not for sm_80 / sm_90 /
-Vulkan; its tile rule; every cp.async guarded; NVRTC compiles it for sm_90a. On a GPU (``--gpu``): forced tiles
-(one and two warpgroups, 2-4 stages, 0-1 groups in flight, split-K) on odd shapes against NumPy
+Vulkan; its tile rule; every cp.async guarded; NVRTC compiles it for sm_90a. On a GPU (``--gpu``):
+forced tiles (one and two warpgroups, 2-4 stages, 0-1 groups in flight, split-K) on odd shapes against NumPy
 (tf32: inputs truncated to tf32 as the tensor cores read them; f16: the rounding oracle).
 """
 
@@ -171,8 +171,8 @@ def _truncated_reference(g, d, xs):
         root.attrs["precision"] = prec
 
 
-GPU_TILES = [WgmmaTiles(1, 64, 2, 0), WgmmaTiles(1, 128, 3, 1), WgmmaTiles(2, 128, 6, 1), WgmmaTiles(2, 64, 4, 0),
-             WgmmaTiles(1, 64, 4, 1, split=2), WgmmaTiles(2, 128, 3, 1, split=3)]
+GPU_TILES = [WgmmaTiles(1, 64, 2, 0), WgmmaTiles(1, 128, 3, 1), WgmmaTiles(2, 128, 6, 1),
+             WgmmaTiles(2, 64, 4, 0), WgmmaTiles(1, 64, 4, 1, split=2), WgmmaTiles(2, 128, 3, 1, split=3)]
 
 
 @pytest.mark.gpu

@@ -1095,7 +1095,8 @@ def _wgmma_operands(c: _Ctx, op: Op, srcs: dict[str, dict[str, Any]], im2col: di
     offset of K-contiguous runs, the element load, an NCHW convolution's im2col split."""
     sa, sb = srcs["a"], srcs["b"]
     ka = sa["off"] if op.kind == "conv2d" or a_kc else None
-    a = {"buf": sa["buf"], "index": int(sa["buf"][1:]), "dtype": sa["dtype"], "off": ka, "load": load_a, "lim": m}
+    a = {"buf": sa["buf"], "index": int(sa["buf"][1:]), "dtype": sa["dtype"], "off": ka, "load": load_a,
+         "lim": m}
     if im2col is not None:
         b = {"buf": sb["buf"], "index": int(sb["buf"][1:]), "dtype": sb["dtype"], "off": None, "load": load_b,
              "i2c": im2col, "lim": n}
@@ -1120,12 +1121,14 @@ def _plan_wgmma(c: _Ctx, t: Tuning, kind: str, problem: dict[str, Any], ops: tup
     if tiles.split > 1 and sp is not None:
         depth = -(-(-(-k // tiles.split)) // ctx["BK"]) * ctx["BK"]  # whole BK steps per slice
         slices = -(-k // depth)
-        ctx.update(SPLIT=slices, DEPTH=depth, PART=0, CTR=sp.partial_words, SB=len(c.d.values) + uses_extract(c.d))
+        ctx.update(SPLIT=slices, DEPTH=depth, PART=0, CTR=sp.partial_words,
+                   SB=len(c.d.values) + uses_extract(c.d))
         dynamic += 16  # the last-slice flag after the stages
     ctx.update(problem)
     gx, gy = -(-n // tiles.bn), -(-m // tiles.bm)
     ctx.update(GX=gx, GY=gy)
-    p = Plan("gemm_wgmma.j2", ctx, (tiles.threads, 1, 1), (gx, gy, batch * slices), [], dynamic_shared=dynamic)
+    p = Plan("gemm_wgmma.j2", ctx, (tiles.threads, 1, 1), (gx, gy, batch * slices), [],
+             dynamic_shared=dynamic)
     p.vec4 = wgmma_vec_bindings(ctx)
     p.features.add("mma")
     return p

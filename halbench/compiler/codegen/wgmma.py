@@ -21,7 +21,9 @@ __all__ = ["WGMMA_C", "wgmma_asm", "wgmma_context", "wgmma_mode", "wgmma_vec_bin
 WGMMA_C = r"""
 // byte offset of 16-byte chunk c (0..3) of row r in a [rows][64 bytes] sub-tile, XOR-swizzled as
 // wgmma's 64-byte mode reads it (eight rows' chunks also fall in eight different bank groups)
-__device__ __forceinline__ unsigned hb_swz64(unsigned r, unsigned c) { return r * 64u + ((c ^ ((r >> 1) & 3u)) << 4); }
+__device__ __forceinline__ unsigned hb_swz64(unsigned r, unsigned c) {
+  return r * 64u + ((c ^ ((r >> 1) & 3u)) << 4);
+}
 // K-major operand at shared address a, 64-byte swizzle (mode 2 in bits 62-63), 8-row groups 512
 // bytes apart (SBO), leading offset unused for swizzled K-major layouts (1, as CUTLASS sets it)
 __device__ __forceinline__ unsigned long long hb_wg_desc(unsigned a) {
@@ -75,8 +77,8 @@ def wgmma_context(tiles: WgmmaTiles, kind: str, k: int, a: dict[str, Any], b: di
         raise ValueError(f"wgmma N tile {t.bn} is not a multiple of 8 up to 256")
     ops = {}
     for x, o, rows, var in (("a", a, t.bm, "m"), ("b", b, t.bn, "n")):
-        op = {"R": rows, "var": var, "lim": o["lim"], "buf": o["buf"], "off": o.get("off"), "load": o.get("load"),
-              "i2c": o.get("i2c"), "v4": None}
+        op = {"R": rows, "var": var, "lim": o["lim"], "buf": o["buf"], "off": o.get("off"),
+              "load": o.get("load"), "i2c": o.get("i2c"), "v4": None}
         mode = wgmma_mode(kind, k, o)
         if mode == "cp16":
             op.update(mode="cp16", map="kfast")  # 16-byte copies of runs already of the staged type
@@ -89,8 +91,8 @@ def wgmma_context(tiles: WgmmaTiles, kind: str, k: int, a: dict[str, Any], b: di
         ops[x] = op
     helpers = WGMMA_C + _wgmma_fn(t.bn, kind)
     if pair is not None:
-        helpers += (f"__device__ __forceinline__ unsigned hb_pack2(float x, float y) {{ {pair} h = {pack}(x, y); "
-                    "return *reinterpret_cast<unsigned*>(&h); }\n")
+        helpers += ("__device__ __forceinline__ unsigned hb_pack2(float x, float y) {\n"
+                    f"  {pair} h = {pack}(x, y);\n  return *reinterpret_cast<unsigned*>(&h);\n}}\n")
     return {"KIND": kind, "ES": es, "E": e, "BK": 128 // es, "BM": t.bm, "BN": t.bn, "NWG": t.nwg,
             "WG": t.threads, "STAGES": t.stages, "INFLIGHT": t.inflight, "FK": 32 // es,
             "STAGE_BYTES": t.stage_bytes(), "OPS": ops, "includes": ("#include <cuda_bf16.h>", helpers)}
@@ -112,5 +114,5 @@ def wgmma_vec_bindings(ctx: dict[str, Any]) -> set[int]:
 
 
 def _wgmma_fn(bn: int, kind: str) -> str:
-    return ("__device__ __forceinline__ void hb_wgmma(float* d, unsigned long long da, unsigned long long db, "
-            "unsigned sc) {\n  " + wgmma_asm(bn, kind) + "\n}\n")
+    return ("__device__ __forceinline__ void hb_wgmma(float* d, unsigned long long da, "
+            "unsigned long long db, unsigned sc) {\n  " + wgmma_asm(bn, kind) + "\n}\n")
