@@ -148,6 +148,7 @@ class GemmConfigDoc(_Strict):
     tn: Annotated[int, Field(ge=1, le=16)]
     split: Annotated[int, Field(ge=1, le=64)] = 1
     runs: bool = False
+    frag: bool = False
 
 
 class GemmChoiceDoc(_Strict):

@@ -27,11 +27,13 @@ from typing import Any
 from halbench.compiler.codegen.lang import Lang, ctype, emit_body, lin
 from halbench.compiler.codegen.matrix import mma_context, mma_sync_context, vector_load
 from halbench.compiler.codegen.tuning import (
+    GEMM_FRAGMENTS,
     GemmConfig,
     MmaTiles,
     Tuning,
     config_problem,
     fold_groups,
+    gemm_min_blocks,
     gemm_stages,
     gemm_tiles,
     mma_fragment,
@@ -863,6 +865,9 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
     ctx["VEC"] = vec
     ctx["ROW"] = _owned(tiles.tm, tiles.bm, "ty", cfg.runs)
     ctx["COL"] = _owned(tiles.tn, tiles.bn, "tx", cfg.runs)
+    ctx["FRAG"] = cfg.frag and t.api in GEMM_FRAGMENTS
+    if gemm_min_blocks(t, cfg):
+        ctx["MIN_BLOCKS"] = gemm_min_blocks(t, cfg)
     sa, sb = tiles.bk * (tiles.bm + 4), tiles.bk * (tiles.bn + 4)
     if vec and c.L.name == "glsl":
         shared = [("vec4", "As", sa // 4), ("vec4", "Bs", sb // 4)]
