@@ -121,14 +121,15 @@ def candidates(t: Tuning, base: GemmConfig, max_split: int, stage: int,
             least = min(_waste(bm, bn, *mn) for bm, bn, _, _ in tiles)
             tiles = [x for x in tiles if _waste(x[0], x[1], *mn) <= max(1.5, 1.25 * least)]
         for bm, bn, tm, tn in tiles:
-            out.append(GemmConfig(bm, bn, 16 if bm * bn < 128 * 128 else 8, tm, tn, base.split, base.runs, base.frag))
+            bk = 16 if bm * bn < 128 * 128 else 8
+            out.append(GemmConfig(bm, bn, bk, tm, tn, base.split, base.runs, base.frag))
     else:
         for s in split_counts(max_split):
             out.append(replace(base, split=s))
         for bk in (8, 16, 32):
             out.append(replace(base, bk=bk))
         if base.tm % 4 == 0 or base.tn % 4 == 0:
-            out.append(GemmConfig(base.bm, base.bn, base.bk, base.tm, base.tn, base.split, not base.runs, base.frag))
+            out.append(replace(base, runs=not base.runs))
         if _frag_ok(t):  # the other inner loop (gemm.j2 FRAG): written out, double-buffered fragments
             out.append(replace(base, frag=not base.frag))
     seen: set[GemmConfig] = set()

@@ -101,13 +101,15 @@ def test_a_cached_frag_config_round_trips(tmp_path):
     cfg = CONFIGS["64x64x16runs"]
     p = {"kind": "matmul", "dtype": "f32", "a": [64, 64], "b": [64, 64], "out": [64, 64],
          "attrs": {"transpose_a": False, "transpose_b": False}}
-    update_cache(tmp_path / "cuda-h100.json", "cuda", "h100", {"k": {"problem": p, "config": cfg.to_dict(), "time_ns": 1.0}})
+    entry = {"problem": p, "config": cfg.to_dict(), "time_ns": 1.0}
+    update_cache(tmp_path / "cuda-h100.json", "cuda", "h100", {"k": entry})
     assert configs_for("cuda", "h100", tmp_path)["k"] == cfg
     assert GemmConfig(**{k: v for k, v in cfg.to_dict().items() if k != "frag"}).frag is False  # older caches
 
 
 LAVAPIPE = [(case, config, "default") for case in sorted(CASES) for config in ("48x32x8", "64x64x16runs")] + [
-    (case, "32x64x16runs", "all") for case in ("matmul", "conv1x1", "conv3x3", "conv_split_k", "batch_matmul")]
+    (case, "32x64x16runs", "all")
+    for case in ("matmul", "conv1x1", "conv3x3", "conv_split_k", "batch_matmul")]
 
 
 @pytest.mark.parametrize("case,config,mode", LAVAPIPE)
