@@ -136,7 +136,7 @@ class GemmConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return {"bm": self.bm, "bn": self.bn, "bk": self.bk, "tm": self.tm, "tn": self.tn,
-                "split": self.split, "runs": self.runs, "frag": self.frag}
+                "split": self.split, "runs": self.runs, **({"frag": True} if self.frag else {})}
 
     def label(self) -> str:
         s = f"{self.bm}x{self.bn}x{self.bk}/{self.tm}x{self.tn}"
