@@ -148,6 +148,8 @@ class GemmConfigDoc(_Strict):
     tn: Annotated[int, Field(ge=1, le=16)]
     split: Annotated[int, Field(ge=1, le=64)] = 1
     runs: bool = False
+    #: written out only when set (GemmConfig.to_dict), so configurations without it read as before
+    frag: bool | None = None
 
 
 class GemmChoiceDoc(_Strict):

@@ -128,7 +128,7 @@ def configs_for(api: str, target: str, where: str | os.PathLike[str] | None = No
     doc = read_cache(path)
     if not _applies(doc, api, target):
         return {}
-    return {k: GemmConfig(**e.config.model_dump()) for k, e in doc.entries.items()}
+    return {k: GemmConfig(**e.config.model_dump(exclude_none=True)) for k, e in doc.entries.items()}
 
 
 def fingerprint(api: str, target: str, where: str | os.PathLike[str] | None = None) -> str:

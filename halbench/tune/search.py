@@ -17,14 +17,14 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from halbench.bundle.manifest_schema import GemmProblemDoc
-from halbench.compiler.codegen.tuning import GemmConfig, Tuning, tuning_for
+from halbench.compiler.codegen.tuning import GEMM_FRAGMENTS, GemmConfig, Tuning, tuning_for
 from halbench.errors import HalbenchError, UserError
 from halbench.tune.problems import build_graph, gemm_dims, reference
 
@@ -110,27 +110,36 @@ def candidates(t: Tuning, base: GemmConfig, max_split: int, stage: int,
     schedule reserved); stage 1: tile shapes at the base's depth, ownership and split (with
     ``mn``, the GEMM's M and N: only tiles that waste little more than the least wasteful one);
     stage 2: around ``base``, other slice counts first, then other depths (BK) and the other
-    ownership. Only configurations the target can run (``GemmConfig.problem``)."""
+    ownership, then the other inner loop (``frag``). Only configurations the target can run
+    (``GemmConfig.problem``)."""
     out: list[GemmConfig] = []
     if stage == 0:
-        out = [GemmConfig(base.bm, base.bn, base.bk, base.tm, base.tn, s, base.runs) for s in split_counts(max_split)]
+        out = [replace(base, split=s) for s in split_counts(max_split)]
     elif stage == 1:
         tiles = list(TILES)
         if mn is not None:
             least = min(_waste(bm, bn, *mn) for bm, bn, _, _ in tiles)
             tiles = [x for x in tiles if _waste(x[0], x[1], *mn) <= max(1.5, 1.25 * least)]
         for bm, bn, tm, tn in tiles:
-            out.append(GemmConfig(bm, bn, 16 if bm * bn < 128 * 128 else 8, tm, tn, base.split, base.runs))
+            bk = 16 if bm * bn < 128 * 128 else 8
+            out.append(GemmConfig(bm, bn, bk, tm, tn, base.split, base.runs, base.frag))
     else:
         for s in split_counts(max_split):
-            out.append(GemmConfig(base.bm, base.bn, base.bk, base.tm, base.tn, s, base.runs))
+            out.append(replace(base, split=s))
         for bk in (8, 16, 32):
-            out.append(GemmConfig(base.bm, base.bn, bk, base.tm, base.tn, base.split, base.runs))
+            out.append(replace(base, bk=bk))
         if base.tm % 4 == 0 or base.tn % 4 == 0:
-            out.append(GemmConfig(base.bm, base.bn, base.bk, base.tm, base.tn, base.split, not base.runs))
+            out.append(replace(base, runs=not base.runs))
+        if _frag_ok(t):  # the other inner loop (gemm.j2 FRAG): written out, double-buffered fragments
+            out.append(replace(base, frag=not base.frag))
     seen: set[GemmConfig] = set()
     return [c for c in out if c != base and not (c in seen or seen.add(c))  # type: ignore[func-returns-value]
             and c.problem(t, max_split) is None]
+
+
+def _frag_ok(t: Tuning) -> bool:
+    """Whether the target's API has the double-buffered fragment loop (GEMM_FRAGMENTS)."""
+    return t.api in GEMM_FRAGMENTS
 
 
 def split_counts(max_split: int) -> list[int]:

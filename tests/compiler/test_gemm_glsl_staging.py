@@ -82,7 +82,7 @@ def test_which_operands_load_runs_of_4(case, every_switch):
     for run, x in zip((va, vb), ("qa0 = V", "qb0 = V")):
         assert (x in src) == run
     # one barrier per K step: the loop's only barrier() is after the stores
-    loop = src.split("for (int k0", 1)[1].split("for (int kk", 1)[0]
+    loop = src.split("for (int k0", 1)[1].split("acc_0_0 +=", 1)[0]  # up to the first FMA
     assert loop.count("barrier();") == 1
     assert "so_a = " in src and "so_b = " in src
 
@@ -99,7 +99,7 @@ def test_double_stages_only_where_they_fit(every_switch):
         shared = {n: size for _, n, size in plan.shared}
         cfg = tt.gemm_configs[0][1]
         assert shared["As"] == (2 if db else 1) * cfg.bk * (cfg.bm + 4) // 4  # vec4 words
-        loop = srcs["bda"].split("for (int k0", 1)[1].split("for (int kk", 1)[0]
+        loop = srcs["bda"].split("for (int k0", 1)[1].split("acc_0_0 +=", 1)[0]
         assert loop.count("barrier();") == 1
 
 

@@ -91,7 +91,7 @@ def _render(plan: Plan, d: Any, g: Graph, lang: Lang, header: str) -> str:
     header = "\n".join((header, *plan.ctx.get("includes", ())))
     return render("cuda_module.j2", header=header, name=plan.ctx.get("name", disp.name), wg=plan.workgroup_size,
                   bindings=bindings, shared=plan.shared, helpers=plan.helpers, body=body,
-                  constants=plan.ctx.get("constants", ()),
+                  constants=plan.ctx.get("constants", ()), min_blocks=plan.ctx.get("MIN_BLOCKS", 0),
                   library=render("cuda_library.j2", need=need))
 
 

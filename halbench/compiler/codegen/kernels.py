@@ -29,6 +29,7 @@ from typing import Any
 from halbench.compiler.codegen.lang import Lang, ctype, emit_body, lin
 from halbench.compiler.codegen.matrix import mma_context, mma_sync_context, vector_load
 from halbench.compiler.codegen.tuning import (
+    GEMM_FRAGMENTS,
     WGMMA_CONVS,
     WGMMA_MATMULS,
     GemmConfig,
@@ -36,6 +37,7 @@ from halbench.compiler.codegen.tuning import (
     Tuning,
     config_problem,
     fold_groups,
+    gemm_min_blocks,
     gemm_stages,
     gemm_tiles,
     mma_fragment,
@@ -877,6 +879,9 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
     ctx["VEC"] = vec
     ctx["ROW"] = _owned(tiles.tm, tiles.bm, "ty", cfg.runs)
     ctx["COL"] = _owned(tiles.tn, tiles.bn, "tx", cfg.runs)
+    ctx["FRAG"] = cfg.frag and t.api in GEMM_FRAGMENTS
+    if gemm_min_blocks(t, cfg):
+        ctx["MIN_BLOCKS"] = gemm_min_blocks(t, cfg)
     sa, sb = tiles.bk * (tiles.bm + 4), tiles.bk * (tiles.bn + 4)
     if vec and c.L.name == "glsl":
         shared = [("vec4", "As", sa // 4), ("vec4", "Bs", sb // 4)]
@@ -1119,7 +1124,8 @@ def _plan_wgmma(c: _Ctx, t: Tuning, kind: str, problem: dict[str, Any], ops: tup
     ctx = wgmma_context(tiles, kind, k, *ops, load4=c.L.load4)
     slices, dynamic = 1, tiles.shared_bytes()
     if tiles.split > 1 and sp is not None:
-        depth = -(-(-(-k // tiles.split)) // ctx["BK"]) * ctx["BK"]  # whole BK steps per slice
+        per_slice = -(-k // tiles.split)
+        depth = -(-per_slice // ctx["BK"]) * ctx["BK"]  # whole BK steps per slice
         slices = -(-k // depth)
         ctx.update(SPLIT=slices, DEPTH=depth, PART=0, CTR=sp.partial_words,
                    SB=len(c.d.values) + uses_extract(c.d))

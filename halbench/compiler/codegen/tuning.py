@@ -25,6 +25,7 @@ from halbench.arch import is_sm, parse_sm
 from halbench.tools import SPIRV_VERSION
 
 __all__ = [
+    "GEMM_FRAGMENTS",
     "MAX_GROUPS_X",
     "WGMMA_CONVS",
     "WGMMA_MATMULS",
@@ -35,6 +36,7 @@ __all__ = [
     "WgmmaTiles",
     "config_problem",
     "fold_groups",
+    "gemm_min_blocks",
     "gemm_stages",
     "gemm_tiles",
     "matrix_shape",
@@ -114,8 +116,11 @@ class GemmTiles:
 class GemmConfig:
     """Everything the scalar GEMM template lets a tuner choose for one problem: the workgroup
     tile (``bm x bn``, ``bk`` deep), the outputs per thread (``tm x tn``), the split-K slices
-    (1: none; never more than the schedule reserved scratch for, ``kernels.gemm_split``) and
-    whether a thread owns runs of 4 adjacent rows/columns (``runs``) or strided ones."""
+    (1: none; never more than the schedule reserved scratch for, ``kernels.gemm_split``),
+    whether a thread owns runs of 4 adjacent rows/columns (``runs``) or strided ones, and whether
+    the K steps of a stage are written out with the thread's fragments double-buffered in
+    registers (``frag``, gemm.j2 FRAG; on the APIs of GEMM_FRAGMENTS, elsewhere ignored) or left to a
+    rolled loop."""
 
     bm: int
     bn: int
@@ -124,6 +129,7 @@ class GemmConfig:
     tn: int
     split: int = 1
     runs: bool = False
+    frag: bool = False
 
     @property
     def threads(self) -> int:
@@ -135,11 +141,12 @@ class GemmConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return {"bm": self.bm, "bn": self.bn, "bk": self.bk, "tm": self.tm, "tn": self.tn,
-                "split": self.split, "runs": self.runs}
+                "split": self.split, "runs": self.runs, **({"frag": True} if self.frag else {})}
 
     def label(self) -> str:
         s = f"{self.bm}x{self.bn}x{self.bk}/{self.tm}x{self.tn}"
-        return s + (f" split{self.split}" if self.split > 1 else "") + (" runs" if self.runs else "")
+        return (s + (f" split{self.split}" if self.split > 1 else "") + (" runs" if self.runs else "")
+                + (" frag" if self.frag else ""))
 
     def problem(self, t: Tuning, max_split: int) -> str | None:
         """Why this configuration cannot run on ``t`` (None: it can). A configuration read from a
@@ -279,6 +286,31 @@ def gemm_stages(t: Tuning, tiles: GemmTiles) -> int:
             return stages
     return 0
 
+
+
+#: The APIs whose scalar f32 GEMM can take ``GemmConfig.frag`` (gemm.j2 FRAG: a stage's BK
+#: steps written out, step kk + 1's shared reads into one register set in flight during step
+#: kk's FMAs on the other; CUDA C and GLSL); elsewhere (HIP, WebGPU: unmeasured) the rolled K
+#: loop reads, then multiplies.
+GEMM_FRAGMENTS = ("cuda", "vulkan")
+
+#: Threads per SM that a ``frag`` configuration of 256-thread blocks with thread tiles of 32+
+#: outputs keeps resident on CUDA (gemm_min_blocks): two blocks, at most 128 registers a thread.
+GEMM_RESIDENT_THREADS = 512
+
+
+def gemm_min_blocks(t: Tuning, cfg: GemmConfig) -> int:
+    """The minimum resident blocks per SM the scalar f32 GEMM asks ptxas for (``__launch_bounds__``'s
+    second argument; 0: none). A ``frag`` configuration with thread tiles of 32+ outputs (8x4,
+    8x8) holds 64+ accumulators and two fragment sets: without a bound ptxas may take more than
+    128 registers and leave one 256-thread block per SM. Blocks of 256+ threads only: ptxas -v
+    (sm_90) gave 128x64 blocks of 8x8 (128 threads) bounded to 4 blocks 40-270 bytes of spills,
+    128x128 8x8 / 128x64 8x4 bounded to 2 none (1x1 convolutions) or 24 bytes (a 3x3 one's
+    im2col addressing). CUDA only."""
+    if (t.api != "cuda" or not cfg.frag or cfg.tm * cfg.tn < 32 or not GEMM_RESIDENT_THREADS
+            or cfg.threads < 256):
+        return 0
+    return max(1, GEMM_RESIDENT_THREADS // cfg.threads)
 
 #: Split-K: a GEMM whose output makes fewer than this many 32x32 tiles is split along K ...
 SPLIT_K_TILES = 256
