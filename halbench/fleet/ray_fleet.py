@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -150,16 +151,32 @@ def _stream(ray: Any, task: Any, args: tuple, head: str | None) -> Any:
         queue.shutdown(force=True)
 
 
+#: Seconds to wait before each further attempt when a Ray Client server was reached but its
+#: session did not start (the head starts one server process per client; on a loaded head that
+#: can miss Ray's own deadline). Refused or unreachable addresses fail at once.
+_CLIENT_INIT_RETRIES = (2.0, 5.0)
+
+
 def _connect(ray: Any, address: str) -> bool:
     """Connect to the cluster (unless this process already is); True if we connected."""
     if ray.is_initialized():
         return False
-    try:
-        ray.init(address=address, logging_level="ERROR", log_to_driver=False)
-    except Exception as e:  # noqa: BLE001 - any failure to connect is one line
-        raise UserError(f"cannot connect to the Ray cluster at {address}: {str(e).strip().splitlines()[0]}; "
-                        f"start one with `ray start --head` (docs/fleet.md)") from None
-    return True
+    waits = list(_CLIENT_INIT_RETRIES) if address.startswith("ray://") else []
+    tries = 1 + len(waits)
+    while True:
+        try:
+            ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+            return True
+        except ConnectionAbortedError:  # "Initialization failure from server": the session did not start
+            if not waits:
+                raise UserError(f"cannot connect to the Ray cluster at {address}: its Ray Client server was "
+                                f"reached but started no session ({tries} {'tries' if tries > 1 else 'try'}); see "
+                                f"ray_client_server*.err in the head's /tmp/ray/session_latest/logs") from None
+            ray.shutdown()
+            time.sleep(waits.pop(0))
+        except Exception as e:  # noqa: BLE001 - any failure to connect is one line
+            raise UserError(f"cannot connect to the Ray cluster at {address}: {str(e).strip().splitlines()[0]}; "
+                            f"start one with `ray start --head` (docs/fleet.md)") from None
 
 
 def run_cluster(address: str, suite: Suite, output: str | os.PathLike, *, devices: list[str] | None = None,
