@@ -130,16 +130,11 @@ def candidates(t: Tuning, base: GemmConfig, max_split: int, stage: int,
             out.append(replace(base, bk=bk))
         if base.tm % 4 == 0 or base.tn % 4 == 0:
             out.append(replace(base, runs=not base.runs))
-        if _frag_ok(t):  # the other inner loop (gemm.j2 FRAG): written out, double-buffered fragments
+        if t.api in GEMM_FRAGMENTS:  # the other inner loop (gemm.j2 FRAG): double-buffered fragments
             out.append(replace(base, frag=not base.frag))
     seen: set[GemmConfig] = set()
     return [c for c in out if c != base and not (c in seen or seen.add(c))  # type: ignore[func-returns-value]
             and c.problem(t, max_split) is None]
-
-
-def _frag_ok(t: Tuning) -> bool:
-    """Whether the target's API has the double-buffered fragment loop (GEMM_FRAGMENTS)."""
-    return t.api in GEMM_FRAGMENTS
 
 
 def split_counts(max_split: int) -> list[int]:

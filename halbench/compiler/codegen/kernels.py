@@ -880,8 +880,7 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
     ctx["ROW"] = _owned(tiles.tm, tiles.bm, "ty", cfg.runs)
     ctx["COL"] = _owned(tiles.tn, tiles.bn, "tx", cfg.runs)
     ctx["FRAG"] = cfg.frag and t.api in GEMM_FRAGMENTS
-    if gemm_min_blocks(t, cfg):
-        ctx["MIN_BLOCKS"] = gemm_min_blocks(t, cfg)
+    ctx["MIN_BLOCKS"] = gemm_min_blocks(t, cfg)  # 0: __launch_bounds__ without a block count
     sa, sb = tiles.bk * (tiles.bm + 4), tiles.bk * (tiles.bn + 4)
     if vec and c.L.name == "glsl":
         shared = [("vec4", "As", sa // 4), ("vec4", "Bs", sb // 4)]

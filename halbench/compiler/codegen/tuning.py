@@ -287,7 +287,6 @@ def gemm_stages(t: Tuning, tiles: GemmTiles) -> int:
     return 0
 
 
-
 #: The APIs whose scalar f32 GEMM can take ``GemmConfig.frag`` (gemm.j2 FRAG: a stage's BK
 #: steps written out, step kk + 1's shared reads into one register set in flight during step
 #: kk's FMAs on the other; CUDA C and GLSL); elsewhere (HIP, WebGPU: unmeasured) the rolled K
@@ -311,6 +310,7 @@ def gemm_min_blocks(t: Tuning, cfg: GemmConfig) -> int:
             or cfg.threads < 256):
         return 0
     return max(1, GEMM_RESIDENT_THREADS // cfg.threads)
+
 
 #: Split-K: a GEMM whose output makes fewer than this many 32x32 tiles is split along K ...
 SPLIT_K_TILES = 256
