@@ -51,8 +51,14 @@ def tolerance(precision: str | None, base: float = TOLERANCE["fp32"]) -> float:
 
 def round_operand(x: np.ndarray, precision: str | None) -> np.ndarray:
     """``x`` (float32) rounded to ``precision`` and back to float32, round-to-nearest-even:
-    what a GEMM operand becomes when it is staged for the matrix units. fp32 returns ``x``."""
+    what a GEMM operand becomes when it is staged for the matrix units. fp32 returns ``x``.
+    An operand already of the staged type (a weight the compiler converted: float16, or bf16 as
+    uint16 bits) is widened to float32 exactly."""
     p = check_precision(precision)
+    if p == "f16" and x.dtype == np.float16:
+        return x.astype(np.float32)
+    if p == "bf16" and x.dtype == np.uint16:
+        return (x.astype(np.uint32) << np.uint32(16)).view(np.float32)
     if p == "fp32" or x.dtype != np.float32:
         return x
     if p == "f16":  # beyond f16's range is inf, as on the GPU (and in torch.autocast)

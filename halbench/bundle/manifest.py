@@ -103,6 +103,9 @@ class WeightDecl:
     seed: int | None = None
     init: Mapping[str, Any] = field(default_factory=dict)
     offset: int = 0
+    #: a random weight drawn in this type (``f32``), then rounded to nearest even to ``dtype``
+    #: (f16 / bf16): a weight the compiler converted for --precision (None: drawn as ``dtype``)
+    random_dtype: str | None = None
 
     @property
     def nbytes(self) -> int:
@@ -116,6 +119,8 @@ class WeightDecl:
         else:
             d["seed"] = self.seed
             d["init"] = dict(self.init)
+            if self.random_dtype is not None:
+                d["random_dtype"] = self.random_dtype
         return d
 
 
@@ -381,7 +386,8 @@ def _from_doc(doc: ManifestDoc) -> Manifest:
         functions=tuple(Function(f.name, tuple(_tensor(t) for t in f.inputs), tuple(_tensor(t) for t in f.outputs),
                                  tuple(_step(s) for s in f.steps)) for f in doc.functions),
         weights=tuple(WeightDecl(w.name, w.buffer, w.dtype, tuple(w.shape), w.storage, w.member, w.seed,
-                                 w.init.model_dump(exclude_unset=True), w.offset) for w in doc.weights),
+                                 w.init.model_dump(exclude_unset=True), w.offset, w.random_dtype)
+                       for w in doc.weights),
         members=dict(doc.members), created_by=doc.created_by, source=dict(doc.source),
         options=dict(doc.options), targets=tuple(dict(t) for t in doc.targets),
         format=doc.format, version=doc.version)

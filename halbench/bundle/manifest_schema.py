@@ -89,6 +89,8 @@ class WeightDoc(_Strict):
     seed: Annotated[int, Field(ge=0, lt=1 << 63)] | None = None
     init: InitDoc = Field(default_factory=InitDoc)
     offset: Bytes = 0
+    #: drawn as f32, then rounded to ``dtype`` (f16 / bf16): a weight converted for --precision
+    random_dtype: Literal["f32"] | None = None
 
     @model_validator(mode="after")
     def _storage(self) -> WeightDoc:
@@ -96,6 +98,9 @@ class WeightDoc(_Strict):
             raise ValueError(f"weight '{self.name}' is stored as a file but names no member")
         if self.storage == "random" and self.seed is None:
             raise ValueError(f"weight '{self.name}' is random but has no seed")
+        if self.random_dtype is not None and (self.storage != "random" or self.dtype not in ("f16", "bf16")):
+            raise ValueError(f"weight '{self.name}': random_dtype is for random f16 / bf16 weights "
+                             f"(this one is {self.storage} {self.dtype})")
         return self
 
 

@@ -15,7 +15,8 @@ from halbench.bundle.manifest import WeightDecl
 from halbench.dtypes import to_numpy
 from halbench.errors import UserError
 
-__all__ = ["RANDOM_INIT", "RANDOM_SEED", "f32_to_bf16", "random_weight", "randomize_onnx", "weight_array", "weight_digest"]
+__all__ = ["RANDOM_INIT", "RANDOM_SEED", "f32_to_bf16", "random_weight", "randomize_onnx", "round_to",
+           "weight_array", "weight_digest"]
 
 #: How ``weights="random"`` initialises float weights (bundle-format.md: seeded normal).
 RANDOM_INIT = {"distribution": "normal", "scale": 0.02}
@@ -35,6 +36,18 @@ def f32_to_bf16(x: np.ndarray) -> np.ndarray:
     if nan.any():  # rounding could carry a NaN's payload into infinity
         out[nan] = np.uint16(0x7FC0)
     return out
+
+
+def round_to(x: np.ndarray, dtype: str) -> np.ndarray:
+    """float32 values rounded to nearest even to ``dtype`` (f16, or bf16 as uint16 bits); beyond
+    f16's range is inf, as the GPUs convert."""
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    if dtype == "bf16":
+        return f32_to_bf16(x)
+    if dtype != "f16":
+        raise UserError(f"a weight cannot be rounded to {dtype}; f16 and bf16 can")
+    with np.errstate(over="ignore"):
+        return x.astype(np.float16)
 
 
 def random_weight(dtype: str, shape: tuple[int, ...] | list[int], seed: int,
@@ -70,6 +83,9 @@ def random_weight(dtype: str, shape: tuple[int, ...] | list[int], seed: int,
 def weight_array(decl: WeightDecl, data: bytes | None = None) -> np.ndarray:
     """The weight's values: ``data`` (the member's bytes) for ``file``, generated for ``random``."""
     if decl.storage == "random":
+        if decl.random_dtype is not None:  # drawn as f32, then rounded (a --precision weight)
+            return round_to(random_weight(decl.random_dtype, decl.shape, int(decl.seed or 0), decl.init),
+                            decl.dtype)
         return random_weight(decl.dtype, decl.shape, int(decl.seed or 0), decl.init)
     if data is None:
         raise UserError(f"weight '{decl.name}' is stored in member {decl.member}, and no data was given")

@@ -37,6 +37,8 @@ from halbench.bundle import (
 )
 from halbench.bundle.weights import RANDOM_INIT, RANDOM_SEED, weight_digest
 from halbench.compiler.ir import Graph
+from halbench.compiler.passes.convert_weights import CONVERTED, convert_weights
+from halbench.compiler.passes.cost import cost
 from halbench.errors import CompileError, UserError
 
 __all__ = ["RANDOM_INIT", "CompileOptions", "CompiledModule", "compile_graph", "compile_model"]
@@ -90,12 +92,19 @@ class CompileOptions:
     #: One GEMM for sibling GEMMs that read the same activation (passes/merge_gemms.py: Q, K, V).
     #: None: on, unless $HALBENCH_NO_MERGE_GEMMS=1.
     merge_gemms: bool | None = None
+    #: Under ``--precision f16|bf16``, constant GEMM operands (weights) stored in that type,
+    #: rounded at compile time (passes/convert_weights.py; results bit-identical). None: on,
+    #: unless $HALBENCH_NO_CONVERT_WEIGHTS=1 (two bundles from the same code for an A/B).
+    convert_weights: bool | None = None
 
     def __post_init__(self) -> None:
         if self.fuse_attention is None:
             object.__setattr__(self, "fuse_attention", os.environ.get("HALBENCH_NO_FUSE_ATTENTION", "") in ("", "0"))
         if self.merge_gemms is None:
             object.__setattr__(self, "merge_gemms", os.environ.get("HALBENCH_NO_MERGE_GEMMS", "") in ("", "0"))
+        if self.convert_weights is None:
+            object.__setattr__(self, "convert_weights",
+                               os.environ.get("HALBENCH_NO_CONVERT_WEIGHTS", "") in ("", "0"))
         from halbench.compiler.backends import backend, backends, canonical, option_values
 
         object.__setattr__(self, "input_shapes",
@@ -148,6 +157,7 @@ class CompileOptions:
                 **({"precision": self.precision} if self.precision != "fp32" else {}),
                 **({"fuse_attention": False} if not self.fuse_attention else {}),
                 **({"merge_gemms": False} if not self.merge_gemms else {}),
+                **({"convert_weights": False} if not self.convert_weights else {}),
                 **({"input_values": {k: {"dtype": dt, "shape": list(sh), "values": list(vals)}
                                      for k, dt, sh, vals in self.input_values}} if self.input_values else {})}
 
@@ -275,6 +285,11 @@ def compile_graph(graph: Graph, options: CompileOptions, source: Mapping[str, An
                      merge_sibling_gemms=bool(options.merge_gemms))
     timings["passes"] = time.perf_counter() - t0
     notes = _mark_precision(g, options)
+    if options.convert_weights and options.precision in CONVERTED:
+        # weights the f16 / bf16 GEMMs read, rounded once here as the GEMMs would at run time
+        t_cw = time.perf_counter()
+        g = cost(convert_weights(g))  # (cost again: the converted weights' bytes)
+        pass_times["convert_weights"] = time.perf_counter() - t_cw
     t1 = time.perf_counter()
     from halbench.compiler.backends import backend
 
@@ -345,7 +360,9 @@ def _safe(name: str) -> str:
 
 def _random_seed(w: Any, i: int, options: CompileOptions,
                  random_weights: Mapping[str, tuple[str, int]] | None) -> int | None:
-    """The seed a weight is declared random with, or None to store it."""
+    """The seed a weight is declared random with, or None to store it. A weight converted at
+    compile time (``w.source``) has the seed of the f32 weight it came from."""
+    w = w.source or w
     if options.weights != "random" or w.type.dtype not in ("f16", "bf16", "f32", "f64") or w.type.size <= 1:
         return None
     if random_weights is None:  # an MLIR source: every float weight, by its index
@@ -418,12 +435,15 @@ def _schedule(g: Graph, options: CompileOptions, executables: list[ExecutableDec
                                   buffer(f"output:{user}", t.nbytes, "output", user)))
     weights = []
     used_members = set()
-    for i, (name, w) in enumerate(g.weights.items()):
+    index = {name: i for i, name in enumerate(g.weights)}  # a converted copy: its source's index
+    for name, w in g.weights.items():
         bid = buffer(f"weight:{name}", w.type.nbytes, "weight", name)
-        seed = _random_seed(w, i, options, random_weights)
+        seed = _random_seed(w, index[w.source.name if w.source is not None else name], options, random_weights)
         if seed is not None:
+            # a converted weight: drawn as its f32 source is, then rounded to its type
             weights.append(WeightDecl(name, bid, w.type.dtype, w.type.shape, "random",
-                                      seed=seed, init=dict(RANDOM_INIT)))
+                                      seed=seed, init=dict(RANDOM_INIT),
+                                      random_dtype=w.source.type.dtype if w.source is not None else None))
             continue
         member = f"weights/{_safe(name)}.bin"
         while member in used_members:

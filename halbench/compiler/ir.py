@@ -156,6 +156,8 @@ class Weight:
     name: str
     type: TensorType
     data: np.ndarray | None = None
+    #: the f32 weight this one is a compile-time rounding of (passes/convert_weights.py), or None
+    source: Weight | None = None
 
 
 @dataclass

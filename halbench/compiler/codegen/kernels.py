@@ -708,6 +708,10 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
             operands = (ib, ia)
             if k % 4 == 0:
                 vec4_off = (f"{'b * ' + str(f * k) + ' + ' if pre else ''}m * {k} + k", None)
+            if k % 8 == 0 and c.dtype(ib) in ("f16", "bf16") and c.dtype(ia) == "f32":
+                # a 16-bit filter (a weight converted at compile time, passes/convert_weights.py):
+                # 8 along K as one 16-byte copy (the mma.sync GEMM's cp.async staging)
+                vec_off = (f"{'b * ' + str(f * k) + ' + ' if pre else ''}m * {k} + k", None)
             xc = (["nn", "b", "ci", "ih", "iw"] if pre else ["nn", "ci", "ih", "iw"])
             im2col_k = [f"int ci = k / {kh * kw};", f"int ki = (k / {kw}) % {kh};", f"int kj = k % {kw};"]
             im2col_n = [f"int nn = n / {oh * ow};", f"int oy = (n / {ow}) % {oh};", f"int ox = n % {ow};"]
@@ -801,8 +805,11 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
     in_dt = c.dtype(ia)
     # --precision (compile._mark_precision): f32 operands rounded to tf32 / f16 / bf16 as they are
     # staged in shared memory, on matrix units where the target has them for that type, else on
-    # the scalar GEMM below (the same rounding, f32 FMAs).
-    precision = a.get("precision", "fp32") if in_dt == "f32" else "fp32"
+    # the scalar GEMM below (the same rounding, f32 FMAs). An operand already of that type (a
+    # weight converted at compile time, passes/convert_weights.py) is staged as it is.
+    precision = a.get("precision", "fp32") if _rounded_gemm(c, op) else "fp32"
+    if precision != "fp32":
+        in_dt = "f32"
     if precision != "fp32":
         # Matrix units where they were measured to win on the H100: matmuls (MiniLM b8 tf32 0.62x,
         # f16 0.48x of fp32) and f16 / bf16 convolutions, but not a GEMM that split-K spreads over
@@ -819,11 +826,12 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
         else:
             wins = op.kind in ("matmul", "batch_matmul") or precision in ("f16", "bf16")
             whole = not _rule_splits(c)
-        frag = mma_fragment(t, precision) if c.dtype(ib) == in_dt and wins and whole else None
+        frag = mma_fragment(t, precision) if wins and whole else None
     else:
         frag = mma_fragment(t, in_dt) if c.dtype(ib) == in_dt else None
     kind = precision if precision != "fp32" else in_dt
     wg_op = (im2col is not None and WGMMA_CONVS) or (WGMMA_MATMULS and op.kind != "conv2d")
+    wg_op = wg_op and c.dtype(ia) == c.dtype(ib)  # the wgmma GEMM takes no converted weight (yet)
     if frag is not None and wg_op and wgmma_ok(t, kind):
         # sm_90a: the warpgroup-MMA GEMM (gemm_wgmma.j2), where tuning.WGMMA_CONVS / _MATMULS allow
         wops = _wgmma_operands(c, op, srcs, im2col, load_a, load_b, a_kc, b_nc, m, n)
@@ -841,14 +849,17 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
             depth = -(-per // st_.bk) * st_.bk  # whole BK steps per slice
             split = {"SPLIT": -(-k // depth), "DEPTH": depth, "PART": 0, "CTR": sp.partial_words,
                      "SB": len(c.d.values) + uses_extract(c.d)}
-        return _plan_mma_sync(c.L, st_, kind, precision != "fp32", problem, helpers, operands,
+        rounded = tuple(precision != "fp32" and c.dtype(i) == "f32" for i in operands)
+        return _plan_mma_sync(c.L, st_, kind, rounded, problem, helpers, operands,
                               vec_off, vec4_off, b_run, batch, im2col, mma_sync_dynamic(t, st_, kind), split)
     mt = mma_tiles(t, frag, m, n, k, batch) if frag is not None else None
     if mt is not None:
         ctx, shared = mma_context(c.L, mt, precision if precision != "fp32" else in_dt)
         ctx.update(problem)
-        if precision != "fp32":  # f32 operands: 4 per 16-byte vector, not 8
+        if precision != "fp32":  # f32 operands: 4 per 16-byte vector, not 8 (16-bit ones: by element)
             vec_off = (None, None)
+            vec4_off = tuple(off if c.dtype(i) == "f32" else None  # type: ignore[assignment]
+                             for i, off in zip(operands, vec4_off))
         else:
             vec4_off = (None, None)
         ctx["vec_a"], ctx["vec_b"] = (None if off is None else vector_load(c.L, i, off)
@@ -1020,6 +1031,13 @@ def _zero(pad_value: Any) -> bool:
     return pv == 0.0 and math.copysign(1.0, pv) > 0
 
 
+def _rounded_gemm(c: _Ctx, op: Op) -> bool:
+    """Whether ``op`` is an f32 GEMM whose operands --precision rounds: f32 ones, or ones already
+    of the staged type (weights converted at compile time: passes/convert_weights.py)."""
+    staged = ("f32", op.attrs.get("precision", "fp32"))
+    return c.g.types[op.outputs[0]].dtype == "f32" and all(c.g.types[v].dtype in staged for v in op.inputs[:2])
+
+
 def _async_ok(c: _Ctx, srcs: dict[str, dict[str, Any]], precision: str, pad_value: Any) -> bool:
     """Whether the scalar GEMM of ``c`` may stage through cp.async (CUDA C only, sm_80+ decided by
     tuning.gemm_stages): both operands f32 and read as they are (no --precision rounding of the
@@ -1043,7 +1061,7 @@ def _async_ctx(srcs: dict[str, dict[str, Any]], tiles: Any) -> dict[str, Any]:
     return out
 
 
-def _plan_mma_sync(L: Lang, tiles: MmaTiles, kind: str, rounded: bool, problem: dict[str, Any],
+def _plan_mma_sync(L: Lang, tiles: MmaTiles, kind: str, rounded: tuple[bool, bool], problem: dict[str, Any],
                    helpers: list[tuple[str, str, str, list[str]]], operands: tuple[int, int],
                    vec_off: tuple[str | None, str | None], vec4_off: tuple[str | None, str | None],
                    b_run: tuple[str, int] | None, batch: int, im2col: dict[str, Any] | None = None,
@@ -1056,24 +1074,26 @@ def _plan_mma_sync(L: Lang, tiles: MmaTiles, kind: str, rounded: bool, problem: 
     under tf32 where the padding is zero. ``dynamic``: bytes of dynamic shared memory for the
     stages (tuning.mma_sync_dynamic; 0: static arrays). ``split``: split-K (SPLIT slices of DEPTH,
     the scratch binding SB with partial sums from word PART and tile counters from CTR; as the
-    scalar GEMM's, kernels.GemmSplit), None: unsplit."""
+    scalar GEMM's, kernels.GemmSplit), None: unsplit. ``rounded``: per operand (A, B), whether it
+    is f32 rounded to ``kind`` as it is staged (False: already of the staged type)."""
     ctx, shared = mma_sync_context(tiles, kind, dynamic)
     slices = 1
     if split is not None:
         slices = split["SPLIT"]
         ctx.update(split)
     ctx.update(problem)
-    offs = vec4_off if rounded else vec_off  # runs of 4 f32 / 8 16-bit elements
-    if b_run is not None and offs[1] is None and b_run[1] % (4 if rounded else 8) == 0:
+    # runs of 4 f32 / 8 16-bit elements, per operand
+    offs = tuple(v4 if r else v8 for r, v4, v8 in zip(rounded, vec4_off, vec_off))
+    if b_run is not None and offs[1] is None and b_run[1] % (4 if rounded[1] else 8) == 0:
         offs = (offs[0], b_run[0])
     modes, ptrs, bases, widths, vec4s, vec = {}, {}, {}, {}, {}, set()
-    for x, i, off in zip("ab", operands, offs):
+    for x, i, off, r in zip("ab", operands, offs, rounded):
         modes[x] = "el"
         if off is None:
             continue
         vec.add(i)
-        if not rounded or kind == "tf32":
-            modes[x], ptrs[x], bases[x], widths[x] = "cp", f"(B{i} + ({off}))", f"B{i}", 4 if rounded else 8
+        if not r or kind == "tf32":
+            modes[x], ptrs[x], bases[x], widths[x] = "cp", f"(B{i} + ({off}))", f"B{i}", 4 if r else 8
         else:
             modes[x], vec4s[x], widths[x] = "v4", L.load4(i, f"({off}) / 4"), 4
     if modes["b"] == "el" and im2col is not None:
@@ -1282,7 +1302,9 @@ def gemm_split(d: Any, g: Graph) -> GemmSplit | None:
     op = as_dispatch(d).root
     if op.kind not in ("matmul", "batch_matmul", "conv2d"):
         return None
-    if any(g.types[v].dtype != "f32" for v in (*op.inputs[:2], op.outputs[0])):
+    # f32 GEMMs, a weight converted at compile time to the staged type included
+    staged = ("f32", op.attrs.get("precision", "f32"))
+    if g.types[op.outputs[0]].dtype != "f32" or any(g.types[v].dtype not in staged for v in op.inputs[:2]):
         return None
     batch, m, n, k = _gemm_dims(op, g)
     slices, depth = split_k(m, n, k, batch)

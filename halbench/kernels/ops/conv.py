@@ -60,7 +60,7 @@ def conv2d(op: Mapping[str, Any], ins: list[np.ndarray]) -> list[np.ndarray]:
         # (G, F, C) @ (N, G, C, OH*OW) -> (N, G, F, OH*OW): one BLAS GEMM per (n, g)
         term = np.matmul(w[:, :, :, i, j], np.ascontiguousarray(xs).reshape(n, g, c, oh * ow))
         acc = term if acc is None else acc + term
-    out = acc.reshape(n, g, f, oh, ow).astype(w.dtype, copy=False)
+    out = acc.reshape(n, g, f, oh, ow).astype(np.result_type(x, w), copy=False)
     if layout == "nchw":
         return [out[:, 0]]
     if layout == "ngchw":

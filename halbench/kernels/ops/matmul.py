@@ -20,7 +20,7 @@ def matmul(op: Mapping[str, Any], ins: list[np.ndarray]) -> list[np.ndarray]:
         a = np.swapaxes(a, -1, -2)
     if op.get("transpose_b"):
         b = np.swapaxes(b, -1, -2)
-    return [np.matmul(a, b).astype(a.dtype, copy=False)]
+    return [np.matmul(a, b).astype(np.result_type(a, b), copy=False)]
 
 
 dispatch_kernel("hb.matmul", matmul)
