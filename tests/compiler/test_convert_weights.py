@@ -1,0 +1,224 @@
+"""Weights converted to the staged type at compile time (passes/convert_weights.py).
+
+Under ``--precision f16|bf16`` a GEMM's constant operand is stored in f16 / bf16, rounded to
+nearest even once by the compiler, as the GEMM rounds it at run time: the outputs are
+bit-identical with the conversion on and off, on local-sync and on lavapipe, for stored and
+seeded-random weights; the CUDA mma.sync GEMM copies the 16-bit weight by cp.async, and NVRTC
+compiles it for sm_80 and sm_90.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from halbench.compiler import CompileOptions, compile_model
+from halbench.errors import UserError
+from tests.compiler.helpers import onnx_reference, rel_err, run_local
+from tests.compiler.test_precision import _onnx_gemm_conv
+
+CONVERTED = ("f16", "bf16")
+
+
+@pytest.fixture(scope="module")
+def gemmconv(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("cw")
+    path = _onnx_gemm_conv(tmp)
+    feeds = {"x": np.random.default_rng(4).standard_normal((2, 8, 10, 10)).astype(np.float32)}
+    return tmp, path, feeds
+
+
+def _ab(tmp: Path, path: Path, precision: str, weights: str, devices=("local",), **kw) -> tuple[Path, Path]:
+    """The bundle without (A) and with (B) the conversion."""
+    out = []
+    for on in (False, True):
+        p = tmp / f"{path.stem}-{precision}-{weights}-{'-'.join(devices)}-{int(on)}.hbx"
+        compile_model(path, CompileOptions(target_devices=devices, precision=precision, weights=weights,
+                                           convert_weights=on, **kw)).write(p)
+        out.append(p)
+    return out[0], out[1]
+
+
+def _manifest(path: Path) -> dict:
+    with zipfile.ZipFile(path) as z:
+        return json.loads(z.read("manifest.json"))
+
+
+@pytest.mark.parametrize("weights", ["file", "random"])
+@pytest.mark.parametrize("precision", CONVERTED)
+def test_local_sync_bit_identical_and_the_manifest_shows_the_weights(gemmconv, precision, weights):
+    tmp, path, feeds = gemmconv
+    a, b = _ab(tmp, path, precision, weights)
+    ws = {w["name"]: w for w in _manifest(b)["weights"]}
+    # the conv filter and the matmul weight are stored in the staged type; the bias stays f32
+    assert ws["w"]["dtype"] == ws["m"]["dtype"] == precision and ws["b"]["dtype"] == "f32"
+    assert {w["dtype"] for w in _manifest(a)["weights"]} == {"f32"}
+    if weights == "random":  # drawn as f32 from the f32 weight's seed, then rounded
+        wa = {w["name"]: w for w in _manifest(a)["weights"]}
+        assert ws["w"]["random_dtype"] == "f32" and ws["w"]["seed"] == wa["w"]["seed"]
+        assert "random_dtype" not in ws["b"]
+    else:  # half the bytes in the bundle
+        assert b.stat().st_size < 0.6 * a.stat().st_size
+    got_a, got_b = run_local(a, feeds)[0], run_local(b, feeds)[0]
+    assert np.array_equal(got_a, got_b)
+    if weights == "file":  # and the rounding happened (the error is the format's)
+        ref = onnx_reference(path, feeds)[0]
+        assert 1e-5 < rel_err(got_b, ref) < 5e-2
+
+
+@pytest.mark.parametrize("weights", ["file", "random"])
+@pytest.mark.parametrize("precision", CONVERTED)
+def test_lavapipe_bit_identical(vk, gemmconv, precision, weights):
+    """The rounded scalar GEMM reads the 16-bit weight (16-bit storage buffers) and stages it as
+    it is: the same bits as rounding the f32 weight as it is staged."""
+    tmp, path, feeds = gemmconv
+    a, b = _ab(tmp, path, precision, weights, devices=("vulkan",))
+    assert "storageBuffer16BitAccess" in json.dumps(_manifest(b)["executables"])
+    got_a, got_b = run_local(a, feeds, "vulkan://")[0], run_local(b, feeds, "vulkan://")[0]
+    assert np.array_equal(got_a, got_b)
+
+
+def test_random_weight_regenerated_as_f32_then_rounded(gemmconv):
+    """The runtime's values of a converted random weight are those of its f32 declaration,
+    rounded to nearest even: what the GEMM would have staged."""
+    from halbench.bundle import read_bundle
+
+    tmp, path, _ = gemmconv
+    a, b = _ab(tmp, path, "bf16", "random")
+    wa = {w.name: read_bundle(a).weight(w) for w in read_bundle(a).manifest.weights}
+    wb = {w.name: read_bundle(b).weight(w) for w in read_bundle(b).manifest.weights}
+    assert wb["w"].dtype == np.uint16 and wa["w"].dtype == np.float32
+    bits = wa["w"].view(np.uint32)
+    want = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+    assert np.array_equal(wb["w"], want)
+    assert np.array_equal(wa["b"], wb["b"])
+
+
+def test_manifest_refuses_random_dtype_where_it_means_nothing(gemmconv):
+    from halbench.bundle import Manifest
+
+    tmp, path, _ = gemmconv
+    _, b = _ab(tmp, path, "f16", "random")
+    doc = _manifest(b)
+    Manifest.from_dict(doc)  # as written: valid
+    for w in doc["weights"]:
+        if w["name"] == "b":
+            w["random_dtype"] = "f32"  # an f32 weight drawn as f32 "then rounded": nonsense
+    with pytest.raises(UserError, match="random_dtype is for random f16 / bf16 weights") as e:
+        Manifest.from_dict(doc)
+    assert "\n" not in str(e.value)
+    for w in doc["weights"]:
+        w.pop("random_dtype", None)
+        if w["name"] == "w":
+            w["random_dtype"] = "f64"
+    with pytest.raises(UserError, match="random_dtype"):
+        Manifest.from_dict(doc)
+
+
+def _shared_weight_model(tmp: Path) -> Path:
+    """y = x @ W (a GEMM) and z = W * x2 (an element-wise op reading the same W)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = np.random.default_rng(7).standard_normal((16, 16)).astype(np.float32)
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["y"]), helper.make_node("Mul", ["W", "x2"], ["z"])]
+    vi = helper.make_tensor_value_info
+    graph = helper.make_graph(nodes, "shared", [vi("x", TensorProto.FLOAT, [4, 16]), vi("x2", TensorProto.FLOAT, [16, 16])],
+                              [vi("y", TensorProto.FLOAT, [4, 16]), vi("z", TensorProto.FLOAT, [16, 16])],
+                              [numpy_helper.from_array(w, "W")])
+    path = tmp / "shared.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+@pytest.mark.parametrize("weights", ["file", "random"])
+def test_a_weight_read_elsewhere_keeps_its_f32_copy(tmp_path, weights):
+    path = _shared_weight_model(tmp_path)
+    feeds = {"x": np.random.default_rng(1).standard_normal((4, 16)).astype(np.float32),
+             "x2": np.random.default_rng(2).standard_normal((16, 16)).astype(np.float32)}
+    a, b = _ab(tmp_path, path, "f16", weights)
+    ws = {w["name"]: w for w in _manifest(b)["weights"]}
+    assert ws["W"]["dtype"] == "f32" and ws["W.f16"]["dtype"] == "f16"
+    if weights == "random":  # the copy is drawn from the original's seed
+        assert ws["W.f16"]["seed"] == ws["W"]["seed"] and ws["W.f16"]["random_dtype"] == "f32"
+    got_a, got_b = run_local(a, feeds), run_local(b, feeds)
+    assert all(np.array_equal(x, y) for x, y in zip(got_a, got_b))
+
+
+def test_off_switch_tf32_and_cache_key(gemmconv, monkeypatch):
+    _, path, _ = gemmconv
+    on = CompileOptions(precision="f16")
+    assert on.convert_weights is True
+    monkeypatch.setenv("HALBENCH_NO_CONVERT_WEIGHTS", "1")
+    off = CompileOptions(precision="f16")
+    assert off.convert_weights is False and off.cache_key() != on.cache_key()
+    assert {w.dtype for w in compile_model(path, off).manifest.weights} == {"f32"}
+    monkeypatch.delenv("HALBENCH_NO_CONVERT_WEIGHTS")
+    # tf32 is staged as f32 and fp32 rounds nothing: no conversion
+    for p in ("fp32", "tf32"):
+        assert {w.dtype for w in compile_model(path, CompileOptions(precision=p)).manifest.weights} == {"f32"}
+
+
+def test_zoo_model_bit_identical_local_and_lavapipe(vk, tmp_path):
+    """MobileNetV2 b1 (1x1 and strided convolutions, the classifier GEMM) with seeded-random
+    weights, as the benchmarks run it: the same bits with the conversion on and off."""
+    import onnx
+
+    from halbench.bench import zoo
+    from halbench.bundle.weights import RANDOM_SEED, randomize_onnx
+
+    m = zoo.build("mobilenetv2", batch=1)
+    randomize_onnx(m, RANDOM_SEED)
+    path = tmp_path / "mobilenetv2.onnx"
+    onnx.save(m, path)
+    feeds = zoo.make_inputs("mobilenetv2", batch=1)
+    a, b = _ab(tmp_path, path, "f16", "random", devices=("vulkan", "local"))
+    conv = [w for w in _manifest(b)["weights"] if w["dtype"] == "f16"]
+    # regenerated from their seeds, except those the compiler derived (stored as computed)
+    assert len(conv) >= 30 and sum(w["storage"] == "random" for w in conv) >= 30
+    storage = {w["name"]: w["storage"] for w in _manifest(a)["weights"]}
+    assert all(storage[w["name"]] == w["storage"] for w in conv)
+    for uri in ("local-sync://", "vulkan://"):
+        got_a, got_b = run_local(a, feeds, uri), run_local(b, feeds, uri)
+        assert all(np.array_equal(x, y) for x, y in zip(got_a, got_b)), uri
+
+
+@pytest.mark.parametrize("precision", CONVERTED)
+@pytest.mark.parametrize("target,arch", [("a100", "sm_80"), ("h100", "sm_90")])
+def test_nvrtc_mma_sync_copies_the_16bit_weight(gemmconv, precision, target, arch):
+    """NVRTC compiles the mma.sync GEMMs with the 16-bit weight operand to cubins for sm_80 and
+    sm_90; the conv's filter (A) and the matmul's weight (B) come in by 16-byte cp.async (MODE
+    "cp") from a 16-bit binding, where without the conversion they are f32 loaded as float4 and
+    converted in registers (MODE "v4")."""
+    pytest.importorskip("cuda.bindings.nvrtc")
+    from halbench.compiler.codegen.cuda import cuda_source
+    from halbench.drivers.cuda.cubin import cubin_arch
+
+    _, path, _ = gemmconv
+    modes = {}
+    for on in (False, True):
+        cm = compile_model(path, CompileOptions(target_devices=("cuda",), targets={"cuda": target},
+                                                backend_options={"cuda-formats": "cubin"}, precision=precision,
+                                                convert_weights=on))
+        g = cm.graph
+        for e, d in zip(cm.manifest.executables, g.ops):
+            root = d.attrs["root"]
+            if root.kind not in ("conv2d", "matmul"):
+                continue
+            plan, src = cuda_source(d, g, arch)
+            assert plan.template == "gemm_mma_sync.j2"
+            modes[(root.kind, on)] = (plan.ctx["MODE"]["a"], plan.ctx["MODE"]["b"])
+            (v,) = e.variants
+            assert cubin_arch(cm.members[v.member]) == arch
+            if on:
+                wtype = "__half" if precision == "f16" else "unsigned short"
+                i = d.inputs.index(root.inputs[1])
+                assert re.search(rf"const {wtype}\* __restrict__ B{i},", src)
+                assert re.search(rf"cp\.async\.cg\.shared\.global \[%0\], \[%1\], 16, %2;.*\(B{i} \+ \(", src)
+    assert modes == {("conv2d", False): ("v4", "im2col"), ("conv2d", True): ("cp", "im2col"),
+                     ("matmul", False): ("v4", "v4"), ("matmul", True): ("v4", "cp")}
