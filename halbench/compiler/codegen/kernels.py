@@ -856,19 +856,20 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
     if mt is not None:
         ctx, shared = mma_context(c.L, mt, precision if precision != "fp32" else in_dt)
         ctx.update(problem)
-        if precision != "fp32":  # f32 operands: 4 per 16-byte vector, not 8 (16-bit ones: by element)
-            vec_off = (None, None)
+        if precision != "fp32":  # f32 operands: 4 per 16-byte vector; 16-bit ones (converted weights): 8
+            vec_off = tuple(off if c.dtype(i) != "f32" else None  # type: ignore[assignment]
+                            for i, off in zip(operands, vec_off))
             vec4_off = tuple(off if c.dtype(i) == "f32" else None  # type: ignore[assignment]
                              for i, off in zip(operands, vec4_off))
         else:
             vec4_off = (None, None)
         ctx["vec_a"], ctx["vec_b"] = (None if off is None else vector_load(c.L, i, off)
-                                      for i, off in zip((ia, ib), vec_off))
+                                      for i, off in zip(operands, vec_off))
         ctx["vec4_a"], ctx["vec4_b"] = (None if off is None else c.L.load4(i, f"({off}) / 4")
                                         for i, off in zip(operands, vec4_off))
         gx, gy = -(-n // mt.bn), -(-m // mt.bm)
         p = Plan("gemm_mma.j2", ctx, (mt.threads, 1, 1), (gx, gy, batch), shared, helpers=helpers)
-        p.vec4 = {i for i, off in zip((ia, ib), vec_off) if off is not None}
+        p.vec4 = {i for i, off in zip(operands, vec_off) if off is not None}
         p.vec4 |= {i for i, off in zip(operands, vec4_off) if off is not None}
         p.features.add("mma")
         return p
