@@ -222,3 +222,38 @@ def test_nvrtc_mma_sync_copies_the_16bit_weight(gemmconv, precision, target, arc
                 assert re.search(rf"cp\.async\.cg\.shared\.global \[%0\], \[%1\], 16, %2;.*\(B{i} \+ \(", src)
     assert modes == {("conv2d", False): ("v4", "im2col"), ("conv2d", True): ("cp", "im2col"),
                      ("matmul", False): ("v4", "v4"), ("matmul", True): ("v4", "cp")}
+
+
+@pytest.mark.parametrize("precision", CONVERTED)
+def test_webgpu_bit_identical(gemmconv, precision):
+    """WGSL reads the 16-bit weight (f16 natively, bf16 through its u32 words) and widens it."""
+    from tests.compiler.helpers import device_or_skip
+
+    uri = device_or_skip("webgpu://")
+    tmp, path, feeds = gemmconv
+    a, b = _ab(tmp, path, precision, "random", devices=("webgpu",))
+    assert np.array_equal(run_local(a, feeds, uri)[0], run_local(b, feeds, uri)[0])
+
+
+def test_wmma_and_cooperative_matrix_load_the_f16_filter_8_at_a_time(gemmconv):
+    """sm_75 WMMA and Vulkan cooperative matrix (NVIDIA targets): the converted f16 filter comes
+    in 16-byte vectors of 8 (uint4 / uvec4), where the f32 one came in float4 / vec4 of 4; glslang
+    compiles the shader (compile_model would fail otherwise)."""
+    from halbench.compiler.codegen.cuda import cuda_source
+    from halbench.compiler.codegen.glsl import generate_vulkan
+    from halbench.compiler.targets import resolve_target
+
+    _, path, _ = gemmconv
+    seen = {}
+    for on in (False, True):
+        cm = compile_model(path, CompileOptions(target_devices=("vulkan",), targets={"vulkan": "h100"},
+                                                precision="f16", convert_weights=on))
+        g = cm.graph
+        (d,) = [d for d in g.ops if d.attrs["root"].kind == "conv2d"]
+        i = d.inputs.index(d.attrs["root"].inputs[1])
+        (v, *_) = generate_vulkan(d, g, resolve_target("vulkan", "h100"), "descriptors")
+        plan, src = cuda_source(d, g, "sm_75")
+        assert plan.template == "gemm_mma.j2"
+        seen[on] = (re.search(rf"q = V{i}\[\(m \* 72 \+ k\) / (\d)\]", v.source).group(1),
+                    re.search(rf"q = reinterpret_cast<const (\w+)\*>\(B{i}\)\[\(m \* 72 \+ k\) / (\d)\]", src).groups())
+    assert seen == {False: ("4", ("float4", "4")), True: ("8", ("uint4", "8"))}
