@@ -40,7 +40,7 @@ def round_weight(data: np.ndarray, dtype: str) -> np.ndarray:
 
 
 def convert_weights(g: Graph) -> Graph:
-    """Give every f16 / bf16-marked GEMM root's f32 weight operand a copy in that type (in place)."""
+    """Give every f16 / bf16-marked GEMM root's f32 weight operand a copy in that type."""
     # (dispatch, operand index, value, weight name) of each f32 weight operand of a marked root
     cands: list[tuple[int, int, str, str]] = []
     for i, d in enumerate(g.ops):
@@ -57,6 +57,7 @@ def convert_weights(g: Graph) -> Graph:
             cands.append((i, k, v, base))
     if not cands:
         return g
+    g = g.copy()  # a pure function, as every pass (the ops are cloned, the weights replaced)
     gemm_reads: dict[tuple[str, str], set[tuple[int, str]]] = {}  # (weight, precision) -> reads
     for i, k, v, base in cands:
         gemm_reads.setdefault((base, g.ops[i].attrs["root"].attrs["precision"]), set()).add((i, v))
