@@ -164,9 +164,10 @@ def test_off_switch_tf32_and_cache_key(gemmconv, monkeypatch):
         assert {w.dtype for w in compile_model(path, CompileOptions(precision=p)).manifest.weights} == {"f32"}
 
 
-def test_zoo_model_bit_identical_local_and_lavapipe(vk, tmp_path):
+@pytest.mark.parametrize("weights", ["random", "file"])
+def test_zoo_model_bit_identical_local_and_lavapipe(vk, tmp_path, weights):
     """MobileNetV2 b1 (1x1 and strided convolutions, the classifier GEMM) with seeded-random
-    weights, as the benchmarks run it: the same bits with the conversion on and off."""
+    weights, as the benchmarks run it, and stored: the same bits with the conversion on and off."""
     import onnx
 
     from halbench.bench import zoo
@@ -177,10 +178,10 @@ def test_zoo_model_bit_identical_local_and_lavapipe(vk, tmp_path):
     path = tmp_path / "mobilenetv2.onnx"
     onnx.save(m, path)
     feeds = zoo.make_inputs("mobilenetv2", batch=1)
-    a, b = _ab(tmp_path, path, "f16", "random", devices=("vulkan", "local"))
+    a, b = _ab(tmp_path, path, "f16", weights, devices=("vulkan", "local"))
     conv = [w for w in _manifest(b)["weights"] if w["dtype"] == "f16"]
-    # regenerated from their seeds, except those the compiler derived (stored as computed)
-    assert len(conv) >= 30 and sum(w["storage"] == "random" for w in conv) >= 30
+    # random: regenerated from their seeds, except those the compiler derived (stored as computed)
+    assert len(conv) >= 30 and sum(w["storage"] == "random" for w in conv) >= (30 if weights == "random" else 0)
     storage = {w["name"]: w["storage"] for w in _manifest(a)["weights"]}
     assert all(storage[w["name"]] == w["storage"] for w in conv)
     for uri in ("local-sync://", "vulkan://"):
