@@ -258,3 +258,16 @@ def test_wmma_and_cooperative_matrix_load_the_f16_filter_8_at_a_time(gemmconv):
         seen[on] = (re.search(rf"q = V{i}\[\(m \* 72 \+ k\) / (\d)\]", v.source).group(1),
                     re.search(rf"q = reinterpret_cast<const (\w+)\*>\(B{i}\)\[\(m \* 72 \+ k\) / (\d)\]", src).groups())
     assert seen == {False: ("4", ("float4", "4")), True: ("8", ("uint4", "8"))}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("precision", CONVERTED)
+@pytest.mark.parametrize("api", ["cuda", "vulkan"])
+def test_gpu_bit_identical(gemmconv, api, precision):
+    """On the GPU's own target (mma.sync on sm_80+ CUDA, cooperative matrix on NVIDIA Vulkan):
+    the converted weight gives the same bits as the rounding at run time."""
+    tmp, path, feeds = gemmconv
+    a, b = _ab(tmp, path, precision, "random", devices=(api,), targets={api: "auto"})
+    got_a, got_b = run_local(a, feeds, f"{api}://")[0], run_local(b, feeds, f"{api}://")[0]
+    assert np.array_equal(got_a, got_b)
+    assert rel_err(got_b, run_local(_ab(tmp, path, precision, "random")[1], feeds)[0]) < 1e-5
