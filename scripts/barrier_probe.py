@@ -1,0 +1,105 @@
+"""What the barriers between dependent dispatches cost a whole model, per API.
+
+For each MODEL-bB-TAG.hbx in DIR (as scripts/ab_models.py takes them) and each device, the
+model's function is timed whole (two timestamps, as run-suite times it) three ways, interleaved:
+as compiled, with every barrier step left out of the recorded command buffer (the results are
+then wrong: this is a timing experiment only), and, on Vulkan, with full (all-commands, memory)
+barriers instead of the narrow compute-to-compute ones. The difference over the number of
+barriers is what one dependent dispatch pays for its wait beyond what the kernels take.
+
+Usage (on the GPU machine): python scripts/barrier_probe.py DIR [vulkan://0 cuda://0]
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+
+import halbench
+from halbench.bench import zoo
+from halbench.bundle.manifest import BarrierStep
+from halbench.runtime import Module
+
+
+def _timed(mod: Module, inputs: list, rounds: int = 25) -> list[float]:
+    return list(mod.profile(None, inputs, runs=rounds, warmup=2, dispatch_times=False).total_ns)
+
+
+def _load(path: Path, dev, skip_barriers: bool) -> Module:
+    """The module, its plain and whole-timed command buffers recorded with or without barriers."""
+    probe = dev.command_buffer(profile=False)
+    cls = type(probe)
+    probe.release()
+    orig = cls.barrier
+    if skip_barriers:
+        cls.barrier = lambda self, *a, **k: None
+    try:
+        mod = Module.load(path, dev)
+        f = mod.function(None)
+        mod._record(f, profile=True, dispatch_times=False)
+    finally:
+        cls.barrier = orig
+    return mod
+
+
+def main() -> None:
+    root = Path(sys.argv[1])
+    uris = sys.argv[2:] or ["vulkan://0", "cuda://0"]
+    rows = []
+    for p in sorted(root.glob("*.hbx")):
+        m = re.fullmatch(r"(.+)-b(\d+)-([A-Za-z0-9]+)\.hbx", p.name)
+        if not m:
+            continue
+        model, batch = m.group(1), int(m.group(2))
+        kw = {"batch": batch, **({"seq": 128} if model.startswith("minilm") else {})}
+        feeds = zoo.make_inputs(model, **kw)
+        for uri in uris:
+            variants = [("compiled", False, True), ("no barriers", True, True)]
+            if uri.startswith("vulkan"):
+                variants.append(("full barriers", False, False))
+            times: dict[str, list[float]] = {}
+            mods = {}
+            devs = []
+            try:
+                for name, skip, narrow in variants:
+                    os.environ["HALBENCH_VULKAN_NARROW_BARRIERS"] = "1" if narrow else "0"
+                    dev = halbench.create_device(uri)
+                    devs.append(dev)
+                    mods[name] = _load(p, dev, skip)
+                os.environ.pop("HALBENCH_VULKAN_NARROW_BARRIERS", None)
+                f = mods["compiled"].function(None)
+                inputs = [feeds[s.name] for s in f.inputs]
+                n_disp = sum(1 for s in f.steps if not isinstance(s, BarrierStep) and hasattr(s, "executable"))
+                n_bar = sum(isinstance(s, BarrierStep) for s in f.steps)
+                for mod in mods.values():  # clocks up
+                    for _ in range(8):
+                        _timed(mod, inputs, 10)
+                for _ in range(6):
+                    for name, mod in mods.items():
+                        times.setdefault(name, []).extend(_timed(mod, inputs))
+                med = {k: float(np.median(v)) / 1e3 for k, v in times.items()}
+                per = (med["compiled"] - med["no barriers"]) / max(n_bar, 1)
+                rows.append((model, batch, uri, n_disp, n_bar, med, per))
+                print(f"{model} b{batch} {uri}: " + ", ".join(f"{k} {v:.1f} us" for k, v in med.items())
+                      + f"; {n_disp} dispatches, {n_bar} barriers, {per:.2f} us a barrier", flush=True)
+            except Exception as e:  # noqa: BLE001 -- one failing bundle must not lose the others
+                print(f"{model} b{batch} {uri}: {type(e).__name__}: {str(e)[:300]}", flush=True)
+            finally:
+                for mod in mods.values():
+                    mod.close()
+                for dev in devs:
+                    dev.close()
+    print("\n| model | device | dispatches | barriers | compiled us | no barriers us | full barriers us | us per barrier |")
+    print("|---|---|---|---|---|---|---|---|")
+    for model, batch, uri, nd, nb, med, per in rows:
+        fb = f"{med['full barriers']:.1f}" if "full barriers" in med else "-"
+        print(f"| {model} b{batch} | {uri} | {nd} | {nb} | {med['compiled']:.1f} | {med['no barriers']:.1f} | {fb} | "
+              f"{per:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
