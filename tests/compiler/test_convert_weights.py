@@ -19,6 +19,7 @@ import pytest
 
 from halbench.compiler import CompileOptions, compile_model
 from halbench.errors import UserError
+from tests.compiler import codegen_cases as cc
 from tests.compiler.helpers import onnx_reference, rel_err, run_local
 from tests.compiler.test_precision import _onnx_gemm_conv
 
@@ -262,12 +263,41 @@ def test_wmma_and_cooperative_matrix_load_the_f16_filter_8_at_a_time(gemmconv):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("precision", CONVERTED)
+@pytest.mark.parametrize("case", ["conv", "conv1x1", "matmul_big"])
 @pytest.mark.parametrize("api", ["cuda", "vulkan"])
-def test_gpu_bit_identical(gemmconv, api, precision):
+def test_gpu_bit_identical(api, case, precision):
     """On the GPU's own target (mma.sync on sm_80+ CUDA, cooperative matrix on NVIDIA Vulkan):
-    the converted weight gives the same bits as the rounding at run time."""
-    tmp, path, feeds = gemmconv
-    a, b = _ab(tmp, path, precision, "random", devices=(api,), targets={api: "auto"})
-    got_a, got_b = run_local(a, feeds, f"{api}://")[0], run_local(b, feeds, f"{api}://")[0]
-    assert np.array_equal(got_a, got_b)
-    assert rel_err(got_b, run_local(_ab(tmp, path, precision, "random")[1], feeds)[0]) < 1e-5
+    a GEMM given its weight operand already rounded and stored in f16 / bf16 (what the pass
+    hands it) gives the same bits as the GEMM rounding the f32 weight as it stages it. Built
+    from IR graphs (the GPU machine has no ONNX front end)."""
+    import copy
+
+    import halbench
+    from halbench.bundle.weights import round_to
+    from halbench.compiler.codegen.cuda import generate_cuda
+    from halbench.compiler.codegen.glsl import generate_vulkan
+    from halbench.compiler.ir import TensorType
+    from halbench.compiler.targets import target_from_device
+    from tests.compiler.test_codegen_vulkan import run_variant
+    from tests.compiler.test_precision import GPU_PRECISION_CASES, _with_precision
+
+    with halbench.create_device(f"{api}://") as dev:
+        g, d = _with_precision(GPU_PRECISION_CASES[case](), precision)
+        xs = cc.random_inputs(g, d, seed=7)
+        w = d.attrs["root"].inputs[1]  # the matmul's B, the conv's filter
+        k = d.inputs.index(w)
+        g2, d2 = copy.deepcopy((g, d))
+        g2.types[w] = TensorType(g.types[w].shape, precision)
+        xs2 = list(xs)
+        xs2[k] = round_to(xs[k], precision)
+        outs = [(g.types[o].shape, np.float32) for o in d.outputs]
+        got = []
+        for gg, dd, inputs in ((g, d, xs), (g2, d2, xs2)):
+            if api == "cuda":
+                (v,) = generate_cuda(dd, gg, dev.info.identity.arch, formats=("cubin",))
+            else:
+                (v,) = generate_vulkan(dd, gg, target_from_device(dev.info, "vulkan"), "bda")
+            got.append(run_variant(dev, v, inputs, outs)[0])
+    assert np.isfinite(got[0]).all()
+    assert np.array_equal(got[0], got[1])
+    assert rel_err(got[1], cc.reference(g, d, xs)[0]) < 1e-5
