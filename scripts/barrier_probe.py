@@ -4,8 +4,10 @@ For each MODEL-bB-TAG.hbx in DIR (as scripts/ab_models.py takes them) and each d
 model's function is timed whole (two timestamps, as run-suite times it) three ways, interleaved:
 as compiled, with every barrier step left out of the recorded command buffer (the results are
 then wrong: this is a timing experiment only), and, on Vulkan, with full (all-commands, memory)
-barriers instead of the narrow compute-to-compute ones. The difference over the number of
-barriers is what one dependent dispatch pays for its wait beyond what the kernels take.
+barriers instead of the narrow compute-to-compute ones, and with execution-only barriers
+(compute to compute, no memory dependency: wrong results on a GPU whose caches need the
+invalidation; it shows whether the wait or the cache work costs). The difference over the number
+of barriers is what one dependent dispatch pays for its wait beyond what the kernels take.
 
 Usage (on the GPU machine): python scripts/barrier_probe.py DIR [vulkan://0 cuda://0]
 """
@@ -60,15 +62,20 @@ def main() -> None:
         for uri in uris:
             variants = [("compiled", False, True), ("no barriers", True, True)]
             if uri.startswith("vulkan"):
-                variants.append(("full barriers", False, False))
+                variants += [("full barriers", False, False), ("execution only", False, "exec")]
             times: dict[str, list[float]] = {}
             mods = {}
             devs = []
             try:
                 for name, skip, narrow in variants:
-                    os.environ["HALBENCH_VULKAN_NARROW_BARRIERS"] = "1" if narrow else "0"
+                    os.environ["HALBENCH_VULKAN_NARROW_BARRIERS"] = "0" if narrow is False else "1"
                     dev = halbench.create_device(uri)
                     devs.append(dev)
+                    if narrow == "exec":
+                        from halbench.drivers.vulkan._vk import vk
+
+                        stage = vk.VK_PIPELINE_STAGE_2_COMPUTE_SHADER_BIT
+                        dev.compute_barrier = dev._dependency(stage, 0, stage, 0)
                     mods[name] = _load(p, dev, skip)
                 os.environ.pop("HALBENCH_VULKAN_NARROW_BARRIERS", None)
                 f = mods["compiled"].function(None)
@@ -93,12 +100,13 @@ def main() -> None:
                     mod.close()
                 for dev in devs:
                     dev.close()
-    print("\n| model | device | dispatches | barriers | compiled us | no barriers us | full barriers us | us per barrier |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("\n| model | device | dispatches | barriers | compiled us | no barriers us | full barriers us | "
+          "execution-only us | us per barrier |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for model, batch, uri, nd, nb, med, per in rows:
-        fb = f"{med['full barriers']:.1f}" if "full barriers" in med else "-"
+        fb, ex = (f"{med[k]:.1f}" if k in med else "-" for k in ("full barriers", "execution only"))
         print(f"| {model} b{batch} | {uri} | {nd} | {nb} | {med['compiled']:.1f} | {med['no barriers']:.1f} | {fb} | "
-              f"{per:.2f} |")
+              f"{ex} | {per:.2f} |")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ Two steps, because the GPU machine has no MLIR frontend:
 1. here (a machine with the compiler), compile and pack the bundles (measured: 11 min on 2 busy
    cores, 34.7 MB: 18 bundles of 0.7-1.5 MB and 14 MB of shared weights):
      PYTHONPATH=$PWD python scripts/gpu_precision.py compile precision-bundles
-   Bundles are compiled with --weights random for the h100 target (CUDA cubin + PTX, Vulkan
+   Bundles are compiled with --weights random for the h100 target (CUDA cubin only, Vulkan
    BDA ABI only) and packed: each bundle without its stored weights, plus one copy of every
    distinct weight member by content (the same for every precision and batch). The pack prints
    its size; carry the folder.
@@ -75,7 +75,7 @@ def compile_all(out: Path, models: list[str], batches: list[int], precisions: li
                 t0 = time.perf_counter()
                 opts = CompileOptions(target_devices=("cuda", "vulkan"), weights="random", precision=p,
                                       targets={"cuda": target, "vulkan": target},
-                                      backend_options={"vulkan-dispatch-abi": "bda"})
+                                      backend_options={"vulkan-dispatch-abi": "bda", "cuda-formats": "cubin"})
                 cm = compile_model(src, opts)
                 full = tmp / f"{model}-b{batch}-{p}.hbx"
                 cm.write(full)

@@ -4,8 +4,9 @@ fragments; on CUDA with the register bound of tuning.gemm_min_blocks), then wide
 (8x8, 8x4, 4x8, 4x4 in runs of 4, with ``frag``) at the cache's split and, for a low-wave GEMM,
 the fewest K slices for 1.5 waves. Each candidate is a one-op bundle (compiles on the GPU machine:
 no front end), checked against NumPy as the tuner checks (search.measure_bundle) and timed with
-device timestamps (two interleaved rounds, the best). Prints one table per API and writes the
-fastest per problem as JSON (--out) for scripts/simt_cache.py, which merges chosen ones into a
+device timestamps after 0.2 s of load, as the tuner times (two interleaved rounds, the best;
+without the load NVIDIA's Vulkan driver left the H100 at 390 MHz and timed later problems 5x
+slow). Prints one table per API and writes the fastest per problem as JSON (--out) for scripts/simt_cache.py, which merges chosen ones into a
 copy of the tuning cache; the choice is made by whole-model A/Bs (scripts/ab_models.py), not
 by these isolated timings alone.
 
@@ -117,7 +118,7 @@ def sweep(uri: str, files: list[str], jobs: int, found: dict, only: str | None =
                     if isinstance(r, str):
                         why[i] = r
                         continue
-                    ns, err = measure_bundle(dev, r[0], inputs, ref, 20, 3)
+                    ns, err = measure_bundle(dev, r[0], inputs, ref, 20, 3, warmup_s=0.2)
                     if err:
                         why[i] = err
                     else:
