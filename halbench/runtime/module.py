@@ -31,6 +31,9 @@ from halbench.hal import DEFAULT_TIMEOUT_S, Buffer, CommandBuffer, Device, Execu
 from halbench.runtime.inputs import check_inputs
 from halbench.runtime.profile import DispatchInfo, ProfileResult
 
+#: The most repetitions of a function one profiled submission records (Module.profile's repeat).
+MAX_REPEAT = 1024
+
 __all__ = ["Module"]
 
 
@@ -77,10 +80,10 @@ class Module:
             raise
         return module
 
-    def _record(self, f: Function, profile: bool, dispatch_times: bool = True) -> CommandBuffer:
+    def _record(self, f: Function, profile: bool, dispatch_times: bool = True, repeat: int = 1) -> CommandBuffer:
         cb = self.device.command_buffer(profile=profile, dispatch_times=dispatch_times)
         bufs = self._buffers
-        for s in f.steps:
+        for s in [s for r in range(repeat) for s in ((BarrierStep(),) if r else ()) + tuple(f.steps)]:
             if isinstance(s, DispatchStep):
                 exe, v = self._executables[s.executable]
                 bindings = [(bufs[r.buffer], r.offset, r.length) for r in s.bindings]
@@ -92,7 +95,8 @@ class Module:
             elif isinstance(s, FillStep):
                 cb.fill(bufs[s.buffer], s.pattern, s.offset, s.nbytes, s.pattern_size)
         cb.end()
-        self._recorded[(f.name, profile if dispatch_times or not profile else "total")] = cb
+        key = profile if dispatch_times or not profile else "total"
+        self._recorded[(f.name, key) if repeat == 1 else (f.name, key, repeat)] = cb
         return cb
 
     # -- queries ------------------------------------------------------------------------------
@@ -125,20 +129,32 @@ class Module:
 
     def profile(self, fn: str | None = None, inputs: Sequence[Any] | Mapping[str, Any] = (),
                 runs: int = 10, warmup: int = 1, timeout_s: float = DEFAULT_TIMEOUT_S,
-                dispatch_times: bool = True) -> ProfileResult:
+                dispatch_times: bool = True, repeat: int = 1) -> ProfileResult:
         """Run ``fn`` ``warmup + runs`` times with device timing; keep the last ``runs``.
 
         ``dispatch_times=False`` times each run whole, without per-dispatch timestamps (which
         serialize the dispatches and cost time of their own), where the driver can: the
-        result's ``dispatch_ns`` rows are then empty (``Profile.total_source`` "total")."""
-        if int(runs) < 1 or int(warmup) < 0:
-            raise UserError(f"profile needs runs >= 1 and warmup >= 0, got runs={runs}, warmup={warmup}")
+        result's ``dispatch_ns`` rows are then empty (``Profile.total_source`` "total").
+
+        ``repeat`` > 1 records the function's steps that many times in one submission, a barrier
+        between (as iree-benchmark-module's batch size): a kernel of a few microseconds then keeps
+        the GPU busy instead of idling between submissions, which lets the clocks of some drivers
+        (NVIDIA's Vulkan driver) fall to idle. ``total_ns`` is then per repetition (a
+        submission's time over ``repeat``) and ``dispatch_ns`` has one row per repetition
+        (``runs * repeat`` rows); ``host_ns`` stays per submission."""
+        if int(runs) < 1 or int(warmup) < 0 or not 1 <= int(repeat) <= MAX_REPEAT:
+            raise UserError(f"profile needs runs >= 1, warmup >= 0 and repeat in 1..{MAX_REPEAT}, "
+                            f"got runs={runs}, warmup={warmup}, repeat={repeat}")
+        repeat = int(repeat)
         f = self.function(fn)
         arrays = check_inputs(f, inputs)
         with self._lock:
             self._check_open()
             key = (f.name, True if dispatch_times else "total")
-            cb = self._recorded.get(key) or self._record(f, profile=True, dispatch_times=dispatch_times)
+            if repeat > 1:
+                key = (*key, repeat)
+            cb = self._recorded.get(key) or self._record(f, profile=True, dispatch_times=dispatch_times,
+                                                          repeat=repeat)
             self._write_inputs(f, arrays)
             profiles, host = [], []
             for i in range(int(warmup) + int(runs)):
@@ -150,11 +166,13 @@ class Module:
             self._check_status(f)
         infos = self._dispatch_infos(f)
         per = tuple(tuple(t.duration_ns for t in p.dispatches) for p in profiles)
-        if per and per[0] and len(per[0]) != len(infos):
-            raise UserError(f"{self.device.uri} timed {len(per[0])} dispatches of '{f.name}', "
+        if per and per[0] and len(per[0]) != len(infos) * repeat:
+            raise UserError(f"{self.device.uri} timed {len(per[0])} dispatches of '{f.name}' x {repeat}, "
                             f"which has {len(infos)}")
-        return ProfileResult(f.name, self.device.uri, infos, tuple(p.total_ns for p in profiles),
-                             per, tuple(host), tuple(profiles))
+        n = len(infos)
+        rows = tuple(row[r * n:(r + 1) * n] for row in per for r in range(repeat)) if n and per and per[0] else per
+        return ProfileResult(f.name, self.device.uri, infos, tuple(p.total_ns // repeat for p in profiles),
+                             rows, tuple(host), tuple(profiles))
 
     def _dispatch_infos(self, f: Function) -> tuple[DispatchInfo, ...]:
         out = []

@@ -173,12 +173,20 @@ def _one_format(api: str, abi: str | None) -> dict[str, str]:
     return {}
 
 
+#: The most times measure_bundle repeats a kernel in one submission.
+MAX_REPEAT = 256
+
+
 def measure_bundle(device: Any, path: Path, inputs: Sequence[np.ndarray], ref: np.ndarray,
-                   samples: int, warmup: int, warmup_s: float = 0.0) -> tuple[float | None, str | None]:
+                   samples: int, warmup: int, warmup_s: float = 0.0,
+                   busy_s: float = 1e-3) -> tuple[float | None, str | None]:
     """(median device ns of the bundle's one dispatch, None) or (None, why it is discarded):
     the output is checked against ``ref`` first, so a wrong kernel is never timed. ``warmup_s``
     keeps the device busy with the kernel that long first: a GPU left idle while candidates
-    compile drops its clocks (NVIDIA's Vulkan driver measured 1.7x slower for ~0.2 s)."""
+    compile drops its clocks (NVIDIA's Vulkan driver measured 1.7x slower for ~0.2 s). Each
+    submission repeats the kernel until it takes about ``busy_s`` (Module.profile's ``repeat``):
+    a kernel of a few microseconds submitted alone leaves the GPU idle between submissions, and
+    NVIDIA's Vulkan driver then keeps the H100 at its idle clock (one-op timings 3-6x slow)."""
     from halbench.runtime import Module
 
     try:
@@ -190,14 +198,18 @@ def measure_bundle(device: Any, path: Path, inputs: Sequence[np.ndarray], ref: n
             err = float(np.max(np.abs(out.astype(np.float64) - ref))) / (scale or 1.0) if out.size else 0.0
             if not math.isfinite(err) or err > TOLERANCE:
                 return None, f"wrong result (relative error {err:.2g})"
+            repeat = 1
+            if busy_s > 0:
+                once = mod.profile(inputs=list(inputs), runs=3, warmup=1, dispatch_times=False).median_ns()
+                repeat = max(1, min(MAX_REPEAT, int(busy_s * 1e9 // max(once, 1.0))))
             t0 = time.monotonic()
             while time.monotonic() - t0 < warmup_s:
-                mod.profile(inputs=list(inputs), runs=10, warmup=0, dispatch_times=False)
-            prof = mod.profile(inputs=list(inputs), runs=samples, warmup=warmup)
+                mod.profile(inputs=list(inputs), runs=10, warmup=0, dispatch_times=False, repeat=repeat)
+            prof = mod.profile(inputs=list(inputs), runs=samples, warmup=warmup, repeat=repeat)
     except HalbenchError as e:
         return None, f"run failed: {str(e).splitlines()[0][:160]}"
     per = prof.dispatch_median_ns()
-    return (float(per[0]) if per else float(prof.median_ns)), None
+    return (float(per[0]) if per else prof.median_ns()), None
 
 
 @dataclass
