@@ -4,9 +4,12 @@ For each MODEL-bB-TAG.hbx in DIR (as scripts/ab_models.py takes them) and each d
 model's function is timed whole (two timestamps, as run-suite times it) three ways, interleaved:
 as compiled, with every barrier step left out of the recorded command buffer (the results are
 then wrong: this is a timing experiment only), and, on Vulkan, with full (all-commands, memory)
-barriers instead of the narrow compute-to-compute ones, and with execution-only barriers
+barriers instead of the narrow compute-to-compute ones, with execution-only barriers
 (compute to compute, no memory dependency: wrong results on a GPU whose caches need the
-invalidation; it shows whether the wait or the cache work costs). The difference over the number
+invalidation; it shows whether the wait or the cache work costs), and with each narrow barrier
+replaced by an event (vkCmdSetEvent2 after the dispatches before it, vkCmdWaitEvents2 with the same
+dependency, vkCmdResetEvent2 after: a split barrier; the probe waits for each submission, so an
+event is never pending twice). The difference over the number
 of barriers is what one dependent dispatch pays for its wait beyond what the kernels take.
 
 Usage (on the GPU machine): python scripts/barrier_probe.py DIR [vulkan://0 cuda://0]
@@ -25,6 +28,35 @@ import halbench
 from halbench.bench import zoo
 from halbench.bundle.manifest import BarrierStep
 from halbench.runtime import Module
+
+
+class _EventBarriers:
+    """The device's function table with the narrow barrier recorded as a set / wait / reset of an
+    event of its own (the events are destroyed with the probe's process)."""
+
+    def __init__(self, dev) -> None:
+        from halbench.drivers.vulkan._vk import device_fn
+
+        self._fn, self._dev = dev.fn, dev
+        self._set, self._wait, self._reset = (device_fn(dev.handle, n) for n in
+                                              ("vkCmdSetEvent2", "vkCmdWaitEvents2", "vkCmdResetEvent2"))
+        self._keep: list = []
+
+    def __getattr__(self, name: str):
+        return getattr(self._fn, name)
+
+    def vkCmdPipelineBarrier2(self, cb, dep) -> None:
+        if dep is not self._dev.compute_barrier:
+            return self._fn.vkCmdPipelineBarrier2(cb, dep)
+        from halbench.drivers.vulkan._vk import check, ffi, lib, vk
+
+        info = ffi.new("VkEventCreateInfo*", {"sType": vk.VK_STRUCTURE_TYPE_EVENT_CREATE_INFO, "flags": 1})
+        ev = ffi.new("VkEvent*")
+        check(lib.vkCreateEvent(self._dev.handle, info, ffi.NULL, ev), "vkCreateEvent", self._dev)
+        self._keep.append(ev)
+        self._set(cb, ev[0], dep)
+        self._wait(cb, 1, ev, dep)
+        self._reset(cb, ev[0], vk.VK_PIPELINE_STAGE_2_COMPUTE_SHADER_BIT)
 
 
 def _timed(mod: Module, inputs: list, rounds: int = 25) -> list[float]:
@@ -62,7 +94,8 @@ def main() -> None:
         for uri in uris:
             variants = [("compiled", False, True), ("no barriers", True, True)]
             if uri.startswith("vulkan"):
-                variants += [("full barriers", False, False), ("execution only", False, "exec")]
+                variants += [("full barriers", False, False), ("execution only", False, "exec"),
+                             ("events", False, "event")]
             times: dict[str, list[float]] = {}
             mods = {}
             devs = []
@@ -71,6 +104,8 @@ def main() -> None:
                     os.environ["HALBENCH_VULKAN_NARROW_BARRIERS"] = "0" if narrow is False else "1"
                     dev = halbench.create_device(uri)
                     devs.append(dev)
+                    if narrow == "event":
+                        dev.fn = _EventBarriers(dev)
                     if narrow == "exec":
                         from halbench.drivers.vulkan._vk import vk
 
@@ -101,12 +136,12 @@ def main() -> None:
                 for dev in devs:
                     dev.close()
     print("\n| model | device | dispatches | barriers | compiled us | no barriers us | full barriers us | "
-          "execution-only us | us per barrier |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "execution-only us | events us | us per barrier |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for model, batch, uri, nd, nb, med, per in rows:
-        fb, ex = (f"{med[k]:.1f}" if k in med else "-" for k in ("full barriers", "execution only"))
+        fb, ex, evs = (f"{med[k]:.1f}" if k in med else "-" for k in ("full barriers", "execution only", "events"))
         print(f"| {model} b{batch} | {uri} | {nd} | {nb} | {med['compiled']:.1f} | {med['no barriers']:.1f} | {fb} | "
-              f"{ex} | {per:.2f} |")
+              f"{ex} | {evs} | {per:.2f} |")
 
 
 if __name__ == "__main__":
