@@ -4,7 +4,9 @@ one-op bundle (no front end needed), checked against NumPy (the precision's tole
 timed with device timestamps. Prints, per problem, the rule's time and the fastest candidates.
 
 Usage (on the GPU machine): python scripts/mma_sweep.py [PROBLEMS.json] [--precisions tf32,f16]
-    [--jobs 14] [--out DIR]
+    [--jobs 14] [--out DIR] [--converted]
+``--converted``: the filter is an f16 / bf16 input (as passes/convert_weights.py makes a constant
+filter under --precision f16 / bf16), fed rounded: the mma.sync GEMM then copies it by cp.async.
 The candidates are forced by replacing the tile rule inside this process only
 (kernels.mma_sync_tiles / mma_sync_split), so what is measured is exactly what compile would
 emit for that choice.
@@ -83,14 +85,33 @@ def configs(kind: str, m: int, n: int, batch: int) -> list:
     return out
 
 
-def compile_one(p, precision: str, cfg, path: Path):
+def _weight(p) -> np.ndarray:
+    """The filter of ``--converted`` candidates: the same seeded values in every one of them."""
+    return np.random.default_rng(abs(hash((tuple(p.a), tuple(p.b)))) % 2**32).uniform(
+        -1, 1, size=tuple(p.b)).astype(np.float32)
+
+
+def _graph(p, precision: str, converted: bool):
+    """The one-op graph; with ``converted`` its filter is a constant (``_weight``), which the
+    compile under f16 / bf16 stores in that type (passes/convert_weights.py), as a model's is."""
+    g = build_graph(p)
+    if converted:
+        from halbench.compiler.ir import Weight
+
+        w = g.inputs[1][1]
+        g.weights[w] = Weight(w, g.types[w], _weight(p))
+        g.inputs = g.inputs[:1]
+    return g
+
+
+def compile_one(p, precision: str, cfg, path: Path, converted: bool = False):
     from halbench.compiler.compile import CompileOptions, compile_graph
 
     _local.cfg, _local.refused = cfg, False
     try:
         opts = CompileOptions(target_devices=("cuda",), targets={"cuda": "h100"}, precision=precision,
                               tuning_cache="off", backend_options={"cuda-formats": "cubin"})
-        cm = compile_graph(build_graph(p), opts, {"path": "sweep", "sha256": ""})
+        cm = compile_graph(_graph(p, precision, converted), opts, {"path": "sweep", "sha256": ""})
         var = cm.manifest.executables[0].variants[0]
         if var.gemm is not None:
             return None, "scalar GEMM"
@@ -111,6 +132,7 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=14)
     ap.add_argument("--out", default=None)
     ap.add_argument("--device", default="cuda://0")
+    ap.add_argument("--converted", action="store_true")
     a = ap.parse_args()
     import halbench
     from halbench.runtime import Module
@@ -125,7 +147,7 @@ def main() -> None:
             for j, c in enumerate(configs(prec, m, n, b)):
                 jobs.append((prec, i, p, c, tmp / f"{prec}-{i}-{j}.hbx"))
     with ThreadPoolExecutor(a.jobs) as pool:
-        built = list(pool.map(lambda jb: compile_one(jb[2], jb[0], jb[3], jb[4]), jobs))
+        built = list(pool.map(lambda jb: compile_one(jb[2], jb[0], jb[3], jb[4], a.converted), jobs))
     print(f"compiled {len(jobs)} in {time.perf_counter() - t0:.0f} s", flush=True)
     rng = np.random.default_rng(0)
     data = {}
@@ -135,6 +157,9 @@ def main() -> None:
                 ins = [rng.uniform(-1, 1, size=tuple(s)).astype(np.float32) for s in (p.a, p.b)]
                 data[i] = (ins, reference(p, *ins).astype(np.float64))
             ins, ref = data[i]
+            if a.converted:
+                w = _weight(p)
+                ins, ref = [ins[0]], reference(p, ins[0], w).astype(np.float64)
             ns = None
             if path is not None:
                 try:
