@@ -32,7 +32,7 @@ from halbench.runtime import Module
 
 class _EventBarriers:
     """The device's function table with the narrow barrier recorded as a set / wait / reset of an
-    event of its own (the events are destroyed with the probe's process)."""
+    event of its own (``release`` destroys the events, before the device is closed)."""
 
     def __init__(self, dev) -> None:
         from halbench.drivers.vulkan._vk import device_fn
@@ -58,13 +58,21 @@ class _EventBarriers:
         self._wait(cb, 1, ev, dep)
         self._reset(cb, ev[0], vk.VK_PIPELINE_STAGE_2_COMPUTE_SHADER_BIT)
 
+    def release(self) -> None:
+        from halbench.drivers.vulkan._vk import ffi, lib
+
+        for ev in self._keep:
+            lib.vkDestroyEvent(self._dev.handle, ev[0], ffi.NULL)
+        self._keep.clear()
+
 
 def _timed(mod: Module, inputs: list, rounds: int = 25) -> list[float]:
     return list(mod.profile(None, inputs, runs=rounds, warmup=2, dispatch_times=False).total_ns)
 
 
-def _load(path: Path, dev, skip_barriers: bool) -> Module:
-    """The module, its plain and whole-timed command buffers recorded with or without barriers."""
+def _load(path: Path, dev, skip_barriers: bool, feeds: dict) -> tuple[Module, list]:
+    """The module and its inputs, its command buffers (plain, and timed whole: recorded by its
+    first profile) recorded with or without barriers."""
     probe = dev.command_buffer(profile=False)
     cls = type(probe)
     probe.release()
@@ -73,11 +81,11 @@ def _load(path: Path, dev, skip_barriers: bool) -> Module:
         cls.barrier = lambda self, *a, **k: None
     try:
         mod = Module.load(path, dev)
-        f = mod.function(None)
-        mod._record(f, profile=True, dispatch_times=False)
+        inputs = [feeds[s.name] for s in mod.function(None).inputs]
+        mod.profile(None, inputs, runs=1, warmup=0, dispatch_times=False)
     finally:
         cls.barrier = orig
-    return mod
+    return mod, inputs
 
 
 def main() -> None:
@@ -111,10 +119,9 @@ def main() -> None:
 
                         stage = vk.VK_PIPELINE_STAGE_2_COMPUTE_SHADER_BIT
                         dev.compute_barrier = dev._dependency(stage, 0, stage, 0)
-                    mods[name] = _load(p, dev, skip)
+                    mods[name], inputs = _load(p, dev, skip, feeds)
                 os.environ.pop("HALBENCH_VULKAN_NARROW_BARRIERS", None)
                 f = mods["compiled"].function(None)
-                inputs = [feeds[s.name] for s in f.inputs]
                 n_disp = sum(1 for s in f.steps if not isinstance(s, BarrierStep) and hasattr(s, "executable"))
                 n_bar = sum(isinstance(s, BarrierStep) for s in f.steps)
                 for mod in mods.values():  # clocks up
@@ -134,6 +141,8 @@ def main() -> None:
                 for mod in mods.values():
                     mod.close()
                 for dev in devs:
+                    if isinstance(dev.fn, _EventBarriers):
+                        dev.fn.release()
                     dev.close()
     print("\n| model | device | dispatches | barriers | compiled us | no barriers us | full barriers us | "
           "execution-only us | events us | us per barrier |")

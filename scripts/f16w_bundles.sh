@@ -7,7 +7,7 @@
 # usage: scripts/f16w_bundles.sh OUT_DIR [model:batch ...]   (default: resnet50:8 mobilenetv2:8 minilm-l6:8)
 #   e.g. scripts/f16w_bundles.sh /work/f16w-ab resnet50:8
 # env: PYTHON (default python3), PRECISIONS (default "f16"), HALBENCH_TUNING_CACHE (default
-#   /work/main/docs/examples/h100-tuning)
+#   this checkout's docs/examples/h100-tuning)
 # then on the H100: python scripts/ab_models.py OUT_DIR/f16 cuda://0 --torch-precision f16
 #                   python scripts/f16w_check.py OUT_DIR/f16 cuda://0   (A and B bit-identical)
 set -u
@@ -16,23 +16,12 @@ out=$(realpath -m "$1"); shift
 models=("$@")
 [ ${#models[@]} -eq 0 ] && models=(resnet50:8 mobilenetv2:8 minilm-l6:8)
 py=${PYTHON:-python3}
-cache=${HALBENCH_TUNING_CACHE:-/work/main/docs/examples/h100-tuning}
+cache=${HALBENCH_TUNING_CACHE:-$repo/docs/examples/h100-tuning}
 for p in ${PRECISIONS:-f16}; do
   mkdir -p "$out/$p"
   for mb in "${models[@]}"; do
     m=${mb%%:*}; b=${mb##*:}
-    if [ ! -f "$out/$m-b$b.onnx" ]; then
-      PYTHONPATH=$repo $py - "$m" "$b" "$out" <<'PY'
-import sys, onnx
-from halbench.bench import zoo
-from halbench.bundle.weights import RANDOM_SEED, randomize_onnx
-m, b, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-kw = {"batch": b, **({"seq": 128} if m.startswith("minilm") else {})}
-mod = zoo.build(m, **kw)
-randomize_onnx(mod, RANDOM_SEED)
-onnx.save(mod, f"{out}/{m}-b{b}.onnx")
-PY
-    fi
+    [ -f "$out/$m-b$b.onnx" ] || PYTHONPATH=$repo $py "$repo/scripts/zoo_onnx.py" "$m" "$b" "$out/$m-b$b.onnx"
     for tag in A B; do
       off=$([ $tag = A ] && echo 1 || echo 0)
       (cd "$repo" && PYTHONPATH=$repo HALBENCH_TUNING_CACHE=$cache HALBENCH_NO_CONVERT_WEIGHTS=$off \

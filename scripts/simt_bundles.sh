@@ -10,18 +10,7 @@ py=${PYTHON:-python3}
 mkdir -p "$out"
 for mb in "$@"; do
   m=${mb%%:*}; b=${mb##*:}
-  if [ ! -f "$out/$m-b$b.onnx" ]; then
-    PYTHONPATH=$repo $py - "$m" "$b" "$out" <<'PY'
-import sys, onnx
-from halbench.bench import zoo
-from halbench.bundle.weights import RANDOM_SEED, randomize_onnx
-m, b, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-kw = {"batch": b, **({"seq": 128} if m.startswith("minilm") else {})}
-mod = zoo.build(m, **kw)
-randomize_onnx(mod, RANDOM_SEED)
-onnx.save(mod, f"{out}/{m}-b{b}.onnx")
-PY
-  fi
+  [ -f "$out/$m-b$b.onnx" ] || PYTHONPATH=$repo $py "$(dirname "$0")/zoo_onnx.py" "$m" "$b" "$out/$m-b$b.onnx"
   (cd "$repo" && PYTHONPATH=$repo HALBENCH_TUNING_CACHE=$cache XDG_CACHE_HOME=/tmp/simt-bundles-$tag \
      $py -m halbench compile "$out/$m-b$b.onnx" -o "$out/$m-b$b-$tag.hbx" --target-device cuda,vulkan \
      --cuda-target h100 --vulkan-target h100 --weights random --vulkan-dispatch-abi bda --cuda-formats cubin) \

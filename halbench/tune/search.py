@@ -173,8 +173,8 @@ def _one_format(api: str, abi: str | None) -> dict[str, str]:
     return {}
 
 
-#: The most times measure_bundle repeats a kernel in one submission.
-MAX_REPEAT = 256
+#: The most times measure_bundle repeats a kernel in one submission (Module.profile allows more).
+MAX_BUSY_REPEAT = 256
 
 
 def measure_bundle(device: Any, path: Path, inputs: Sequence[np.ndarray], ref: np.ndarray,
@@ -201,7 +201,7 @@ def measure_bundle(device: Any, path: Path, inputs: Sequence[np.ndarray], ref: n
             repeat = 1
             if busy_s > 0:
                 once = mod.profile(inputs=list(inputs), runs=3, warmup=1, dispatch_times=False).median_ns()
-                repeat = max(1, min(MAX_REPEAT, int(busy_s * 1e9 // max(once, 1.0))))
+                repeat = max(1, min(MAX_BUSY_REPEAT, int(busy_s * 1e9 // max(once, 1.0))))
             t0 = time.monotonic()
             while time.monotonic() - t0 < warmup_s:
                 mod.profile(inputs=list(inputs), runs=10, warmup=0, dispatch_times=False, repeat=repeat)
