@@ -90,6 +90,16 @@ def variants(api: str, quick: bool) -> list[tuple[str, dict]]:
                  (128, 64, 32), (64, 64, 32)]
         for bm, bn, bk in tiles[:3] if quick else tiles:
             out.append(("gemm-f16", {**g, "tile_m": bm, "tile_n": bn, "tile_k": bk}))
+        # workgroup-scope cooperative matrix (VK_NV_cooperative_matrix2): mma 2 loads the operands
+        # from memory (the driver stages them), mma 3 stages them in shared memory first; each tile
+        # at the device's listed workgroup sizes (skipped with the reason where it lists none)
+        wgs = [(128, 128, 32), (128, 128, 64), (128, 256, 32), (256, 128, 32), (128, 256, 64), (256, 128, 64),
+               (256, 256, 32), (64, 128, 32), (128, 64, 64), (128, 128, 16)]
+        for mma in (2, 3):
+            for inv in (128, 256):
+                for bm, bn, bk in (wgs[:2] if quick else wgs if mma == 2 else wgs[:3] + wgs[9:]):
+                    out.append(("gemm-f16", {**g, "tile_m": bm, "tile_n": bn, "tile_k": bk, "mma": mma,
+                                             "invocations": inv}))
     return out
 
 
@@ -114,6 +124,9 @@ def label(kind: str, p: dict) -> str:
         return f"unroll {p['unroll']}, grid<={p['workgroups']}"
     if kind == "fma-f32":
         return f"chains {p['chains']}, unroll {p['unroll']}" + (", vec4 (old)" if p.get("vector") == 4 else "")
+    if "invocations" in p:  # Vulkan workgroup-scope cooperative matrix
+        mma = ("coopmat2" if p.get("mma") == 2 else "coopmat2 shared") + f" wg{p['invocations']}"
+        return f"{mma} {p['tile_m']}x{p['tile_n']}x{p['tile_k']}"
     mma = {1: "mma.sync", 2: "wgmma", 3: "wgmma+1 in flight", 4: "wgmma WS", 5: "wgmma WS persistent"}.get(
         p.get("mma", 0), "coopmat")
     size = "" if (p["m"], p["n"], p["k"]) in ((4096, 4096, 4096), (4224, 4096, 4096)) else \

@@ -81,6 +81,11 @@ _FEATURE_STRUCTS: tuple[tuple[str, str | int, tuple[int, int] | None, str, tuple
     ("VkPhysicalDeviceCooperativeMatrixFeaturesKHR",
      "VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR",
      None, "VK_KHR_cooperative_matrix", ("cooperativeMatrix", "cooperativeMatrixRobustBufferAccess")),
+    ("VkPhysicalDeviceCooperativeMatrix2FeaturesNV", 1000593000,
+     None, "VK_NV_cooperative_matrix2",
+     ("cooperativeMatrixWorkgroupScope", "cooperativeMatrixFlexibleDimensions", "cooperativeMatrixReductions",
+      "cooperativeMatrixConversions", "cooperativeMatrixPerElementOperations",
+      "cooperativeMatrixTensorAddressing", "cooperativeMatrixBlockLoads")),
     ("VkPhysicalDeviceShaderBfloat16FeaturesKHR", 1000141000,
      None, "VK_KHR_shader_bfloat16",
      ("shaderBFloat16Type", "shaderBFloat16DotProduct", "shaderBFloat16CooperativeMatrix")),
@@ -262,6 +267,10 @@ def _probe_device(vk: Any, instance: Any, pd: Any, ordinal: int, inst_exts: tupl
     coop = ()
     if flags["cooperativeMatrix"]:
         coop = _try(errors, "cooperative_matrix_properties", lambda: _coop_matrix(vk, instance, pd), ())
+    flexible: list[dict[str, Any]] = []
+    if flags.get("cooperativeMatrixFlexibleDimensions"):
+        flexible = _try(errors, "cooperative_matrix_flexible_dimensions",
+                        lambda: _coop_flexible(vk, instance, pd), [])
     features = Features(flags=flags, cooperative_matrix=coop,
                         subgroup_operations=props.get("subgroup_operations", ()),
                         subgroup_stages=props.get("subgroup_stages", ()))
@@ -282,6 +291,9 @@ def _probe_device(vk: Any, instance: Any, pd: Any, ordinal: int, inst_exts: tupl
         "subgroup_size_control_required_stages": props.get("size_control_stages", ()),
         "max_compute_workgroup_subgroups": props.get("max_compute_workgroup_subgroups"),
     }
+    if "VK_NV_cooperative_matrix2" in ext_set:
+        attributes.update({"cooperative_matrix_flexible_dimensions": flexible,
+                           **{k: v for k, v in props.items() if k.startswith("cooperative_matrix_workgroup")}})
     tier = evaluate_tier(api_version, queues, flags)
     return DeviceInfo(
         driver=DRIVER, ordinal=ordinal, identity=identity, limits=limits, features=features,
@@ -307,6 +319,9 @@ def _properties(vk: Any, pd: Any, wanted: Callable[[tuple[int, int] | None, str]
     ):
         if wanted(version, ext):
             named[key] = _Struct(vk, ctype, stype)
+    if wanted(None, "VK_NV_cooperative_matrix2"):  # raw: newer than the binding
+        named["coop2"] = _Struct(vk, "VkPhysicalDeviceCooperativeMatrix2PropertiesNV", 1000593002,
+                                  tuple(_COOP2_PROPERTIES))
     _chain([head, *named.values()])
     vk.lib.vkGetPhysicalDeviceProperties2(pd, vk.ffi.cast("VkPhysicalDeviceProperties2*", head.owner))
     out: dict[str, Any] = {}
@@ -332,7 +347,17 @@ def _properties(vk: Any, pd: Any, wanted: Callable[[tuple[int, int] | None, str]
                    size_control_stages=bits(o.requiredSubgroupSizeStages, STAGES))
     if c := named.get("coop"):
         out["coop_stages"] = bits(c.owner.cooperativeMatrixSupportedStages, STAGES)
+    if c := named.get("coop2"):
+        out.update({snake: int(c.get(m)) for m, snake in _COOP2_PROPERTIES.items()})
     return out
+
+
+#: VkPhysicalDeviceCooperativeMatrix2PropertiesNV's uint32 members, in order, and their names here
+_COOP2_PROPERTIES = {
+    "cooperativeMatrixWorkgroupScopeMaxWorkgroupSize": "cooperative_matrix_workgroup_scope_max_workgroup_size",
+    "cooperativeMatrixFlexibleDimensionsMaxDimension": "cooperative_matrix_workgroup_flexible_max_dimension",
+    "cooperativeMatrixWorkgroupScopeReservedSharedMemory": "cooperative_matrix_workgroup_scope_reserved_shared_memory",
+}
 
 
 def _features(vk: Any, pd: Any, wanted: Callable[[tuple[int, int] | None, str], bool],
@@ -369,6 +394,43 @@ def _coop_matrix(vk: Any, instance: Any, pd: Any) -> tuple[MatrixShape, ...]:
     return tuple(MatrixShape(r.MSize, r.NSize, r.KSize, t(r.AType), t(r.BType), t(r.CType), t(r.ResultType),
                              SCOPES.get(r.scope, str(r.scope)), bool(r.saturatingAccumulation))
                  for r in (rows[i] for i in range(count[0])))
+
+
+#: VkCooperativeMatrixFlexibleDimensionsPropertiesNV (newer than the binding): the header, then
+#: these uint32 members in order.
+_FLEXIBLE_MEMBERS = ("m_granularity", "n_granularity", "k_granularity", "a_type", "b_type", "c_type",
+                     "result_type", "saturating", "scope", "workgroup_invocations")
+
+
+def _coop_flexible(vk: Any, instance: Any, pd: Any) -> list[dict[str, Any]]:
+    """VK_NV_cooperative_matrix2's flexible-dimension configurations: the granularity of M, N and K,
+    the component types, the scope and (workgroup scope) the invocations a workgroup must have."""
+    ffi = vk.ffi
+    fn = vk.lib.vkGetInstanceProcAddr(instance, b"vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV")
+    if fn == ffi.NULL:
+        raise LookupError("vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV not exported")
+    fn = ffi.cast("VkResult(*)(VkPhysicalDevice, uint32_t*, void*)", fn)
+    count = ffi.new("uint32_t*")
+    _check(vk, fn(pd, count, ffi.NULL))
+    head = ffi.sizeof("VkBaseOutStructure") // 4
+    size = head + len(_FLEXIBLE_MEMBERS)
+    size += size % 2  # 8-byte aligned array elements
+    n = min(int(count[0]), 256)
+    count[0] = n
+    words = ffi.new("uint32_t[]", max(1, n * size))
+    for i in range(n):
+        words[i * size] = 1000593001  # VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_FLEXIBLE_DIMENSIONS_PROPERTIES_NV
+    _check(vk, fn(pd, count, ffi.cast("void*", words)))
+    t = lambda v: COMPONENT_TYPES.get(v, str(v))
+    rows = []
+    for i in range(int(count[0])):
+        r = dict(zip(_FLEXIBLE_MEMBERS, (int(words[i * size + head + j]) for j in range(len(_FLEXIBLE_MEMBERS)))))
+        for key in ("a_type", "b_type", "c_type", "result_type"):
+            r[key] = t(r[key])
+        r["scope"] = SCOPES.get(r["scope"], str(r["scope"]))
+        r["saturating"] = bool(r["saturating"])
+        rows.append(r)
+    return rows
 
 
 def _time_domains(vk: Any, instance: Any, pd: Any) -> tuple[str, ...]:

@@ -180,3 +180,26 @@ def test_output_not_written_fails_the_check(device, kind, params) -> None:
         assert not mb.check()["passed"]
     finally:
         mb.close()
+
+
+@pytest.mark.parametrize(("mma", "tile", "invocations"), [(2, (128, 128, 32), 128), (3, (128, 128, 64), 256),
+                                                           (3, (128, 128, 32), 128)])
+def test_workgroup_scope_gemm_runs_and_checks(device, mma, tile, invocations) -> None:
+    """Vulkan's GEMM on workgroup-scope cooperative matrices (VK_NV_cooperative_matrix2): right
+    where the device has them (the H100), skipped with the reason elsewhere (lavapipe)."""
+    if not device.uri.startswith("vulkan"):
+        pytest.skip("workgroup-scope cooperative matrices are a Vulkan kernel")
+    p = {"m": 256, "n": 256, "k": 192, "tile_m": tile[0], "tile_n": tile[1], "tile_k": tile[2], "mma": mma,
+         "invocations": invocations}
+    try:
+        mb = prepare_micro("gemm-f16", device, p)
+    except Unsupported as e:
+        assert "VK_NV_cooperative_matrix2" in str(e)
+        pytest.skip(str(e))
+    try:
+        mb.run()
+        assert mb.check()["passed"]
+        mb._buffers[2].write(b"\x00\x3c" * 8, offset=2 * (256 * 77 + 64))  # eight 1.0s where C was
+        assert not mb.check()["passed"]
+    finally:
+        mb.close()

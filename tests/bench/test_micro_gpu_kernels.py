@@ -161,3 +161,51 @@ def test_vulkan_gemm_says_why_it_is_skipped() -> None:
         VULKAN.micro_binary("gemm_f16", "vulkan-spirv-bda-v1", _vulkan_info(coopmat=False), {})
     with pytest.raises(Unsupported, match="shared"):
         VULKAN.micro_binary("gemm_f16", "vulkan-spirv-bda-v1", _vulkan_info(), {"BM": 128, "BN": 256, "BK": 32})
+
+
+#: VK_NV_cooperative_matrix2's flexible dimensions as NVIDIA's driver 580 lists them on the H100
+#: for f16 x f16 -> f32 at workgroup scope (granularity M, N, K; invocations), and its reserve
+H100_FLEXIBLE = [(16, 16, 16, 32), (16, 16, 16, 64), (32, 16, 16, 128), (32, 32, 16, 256)]
+
+
+def _vulkan_coop2_info(flexible=H100_FLEXIBLE) -> DeviceInfo:
+    base = _vulkan_info()
+    rows = [{"m_granularity": m, "n_granularity": n, "k_granularity": k, "a_type": "f16", "b_type": "f16",
+             "c_type": "f32", "result_type": "f32", "saturating": False, "scope": "workgroup",
+             "workgroup_invocations": wg} for m, n, k, wg in flexible]
+    flags = {**base.features.flags, "cooperativeMatrixWorkgroupScope": True,
+             "cooperativeMatrixFlexibleDimensions": True}
+    return DeviceInfo("vulkan", 0, base.identity, limits=base.limits,
+                      features=Features(flags=flags, cooperative_matrix=base.features.cooperative_matrix),
+                      attributes={"cooperative_matrix_flexible_dimensions": rows,
+                                  "cooperative_matrix_workgroup_scope_reserved_shared_memory": 8192})
+
+
+@pytest.mark.parametrize("fmt", ["vulkan-spirv-bda-v1", "vulkan-spirv-descriptors-v1"])
+@pytest.mark.parametrize(("mma", "bm", "bn", "bk", "wg"), [
+    (2, 128, 128, 32, 128), (2, 128, 256, 32, 256), (3, 128, 128, 64, 256), (3, 128, 128, 32, 128),
+])
+def test_glslang_builds_the_workgroup_scope_gemm(fmt, mma, bm, bn, bk, wg) -> None:
+    opts = {"BM": bm, "BN": bn, "BK": bk, "MMA": mma, "WG": wg}
+    mk = VULKAN.micro_binary("gemm_f16", fmt, _vulkan_coop2_info(), opts)
+    words = mk.binary.data
+    assert (6022).to_bytes(4, "little") in words  # OpCapability CooperativeMatrixKHR
+    assert mk.tile == (bm, bn, bk) and mk.workgroup_size == wg
+    assert "workgroup scope" in mk.note and ("shared memory" in mk.note) == (mma == 3)
+
+
+def test_workgroup_scope_gemm_says_why_it_is_skipped() -> None:
+    with pytest.raises(Unsupported, match="no workgroup-scope cooperative matrix.*VK_NV_cooperative_matrix2"):
+        VULKAN.micro_binary("gemm_f16", "vulkan-spirv-bda-v1", _vulkan_info(), {"MMA": 2})
+    # 256 invocations need M and N in multiples of 32; 48 of 16 only fits the smaller groups
+    with pytest.raises(Unsupported, match="matches no workgroup-scope f16 configuration.*32x32x16 at 256"):
+        VULKAN.micro_binary("gemm_f16", "vulkan-spirv-bda-v1", _vulkan_coop2_info(),
+                            {"BM": 48, "BN": 48, "BK": 32, "MMA": 2, "WG": 256})
+    # staged in shared memory: (256 + 256) rows x 144 bytes = 72 KiB > 48 - 8 KiB
+    with pytest.raises(Unsupported, match="73728 bytes of shared memory, 40960 free"):
+        VULKAN.micro_binary("gemm_f16", "vulkan-spirv-bda-v1", _vulkan_coop2_info(),
+                            {"BM": 256, "BN": 256, "BK": 64, "MMA": 3, "WG": 256})
+    with pytest.raises(Unsupported, match="picks its own workgroup size"):
+        VULKAN.micro_binary("gemm_f16", "vulkan-spirv-bda-v1", _vulkan_info(), {"MMA": 1, "WG": 128})
+    with pytest.raises(Unsupported, match="gemm mma 4"):
+        VULKAN.micro_binary("gemm_f16", "vulkan-spirv-bda-v1", _vulkan_coop2_info(), {"MMA": 4})

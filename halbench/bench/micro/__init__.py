@@ -33,7 +33,10 @@ thread before its stores) and ``workgroups`` (grid cap; workgroups stride over t
 ``fma-f32`` ``chains``, ``unroll`` (loop body repeats) and ``vector`` (4: the old vec4 GLSL
 kernel); ``gemm-*`` ``tile_m``, ``tile_n``, ``tile_k`` and ``stages`` (CUDA's cp.async depth: the stages sit in
 dynamic shared memory, up to the device's per-workgroup limit) and ``mma`` (CUDA's kernel: 1
-mma.sync, 2 / 3 wgmma, 4 / 5 warp-specialized wgmma, 5 with one persistent workgroup per SM).
+mma.sync, 2 / 3 wgmma, 4 / 5 warp-specialized wgmma, 5 with one persistent workgroup per SM;
+Vulkan's: 1 subgroup-scope cooperative matrix, 2 workgroup-scope cooperative matrix of
+VK_NV_cooperative_matrix2) and ``invocations`` (the workgroup size of Vulkan's ``mma: 2``: one
+the device lists for workgroup-scope matrices; 0 takes the first it lists).
 GEMM operands: A [m, k] and B [n, k] row-major (B holds one output column per row).
 """
 
@@ -61,7 +64,8 @@ _KERNEL = {"bandwidth-copy": "copy", "bandwidth-triad": "triad", "fma-f32": "fma
            "matrix-bf16": "matrix_bf16", "gemm-f16": "gemm_f16", "gemm-bf16": "gemm_bf16",
            "latency-dispatch": "noop", "latency-replay": "noop", "latency-chain": "noop"}
 
-_GEMM = {"m": 4096, "n": 4096, "k": 4096, "tile_m": 128, "tile_n": 128, "tile_k": 32, "stages": 3, "mma": 0}
+_GEMM = {"m": 4096, "n": 4096, "k": 4096, "tile_m": 128, "tile_n": 128, "tile_k": 32, "stages": 3, "mma": 0,
+         "invocations": 0}
 
 _DEFAULTS: dict[str, dict[str, Any]] = {
     "bandwidth-copy": {"bytes": 256 << 20, "unroll": 4, "workgroups": 65535},
@@ -85,8 +89,10 @@ _DEFAULTS: dict[str, dict[str, Any]] = {
 _SHAPING: dict[str, dict[str, str]] = {
     "bandwidth-copy": {"unroll": "UNROLL"},
     "fma-f32": {"chains": "CHAINS", "unroll": "UNROLL", "vector": "VECTOR"},
-    "gemm-f16": {"tile_m": "BM", "tile_n": "BN", "tile_k": "BK", "stages": "STAGES", "mma": "MMA"},
-    "gemm-bf16": {"tile_m": "BM", "tile_n": "BN", "tile_k": "BK", "stages": "STAGES", "mma": "MMA"},
+    "gemm-f16": {"tile_m": "BM", "tile_n": "BN", "tile_k": "BK", "stages": "STAGES", "mma": "MMA",
+                 "invocations": "WG"},
+    "gemm-bf16": {"tile_m": "BM", "tile_n": "BN", "tile_k": "BK", "stages": "STAGES", "mma": "MMA",
+                  "invocations": "WG"},
 }
 
 
@@ -169,6 +175,8 @@ def _build(device: Device, kernel: str, options: dict[str, int] | None = None) -
 def _prepare_kernel(mb: MicroBenchmark) -> None:
     dev, kind, p = mb.device, mb.kind, mb.params
     options = {d: int(p[k]) for k, d in _SHAPING.get(kind, {}).items()}
+    if not options.get("WG", 1):
+        options.pop("WG")  # 0: the kernel's own workgroup size
     _validate(kind, p)
     mk = _build(dev, _KERNEL[kind], options)  # Unsupported before anything is allocated
     wg = mk.workgroup_size

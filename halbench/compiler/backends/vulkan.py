@@ -38,8 +38,14 @@ def _micro(kernel: str, fmt: str, info: Any, options: dict[str, int] | None = No
     nbind, nconst, wg = MICRO_ABI[kernel]
     defines: dict[str, int] = {**OPTIONS.get(kernel, {}), **{k.upper(): int(v) for k, v in (options or {}).items()}}
     defines.pop("STAGES", None)  # the GEMM double-buffers through registers; stages is CUDA's cp.async depth
-    if defines.pop("MMA", 0) not in (0, 1):
-        raise Unsupported("gemm mma 2 / 3 (wgmma) are CUDA kernels; the Vulkan GEMM is cooperative matrix")
+    mma = defines.pop("MMA", 0)
+    if mma not in (0, 1, 2, 3):
+        raise Unsupported(f"gemm mma {mma}: the Vulkan GEMM takes 1 (subgroup-scope cooperative matrix), 2 or 3 "
+                          f"(workgroup scope, VK_NV_cooperative_matrix2: from memory / staged in shared memory)")
+    if kernel == "gemm_f16" and mma in (2, 3):
+        return _micro_wg(fmt, info, defines, shmem=mma == 3)
+    if defines.pop("WG", 0):
+        raise Unsupported(f"the Vulkan {kernel} kernel picks its own workgroup size (invocations is for mma 2 / 3)")
     unknown = sorted(set(defines) - set(OPTIONS.get(kernel, {})))
     if unknown:
         raise Unsupported(f"the Vulkan {kernel} kernel takes no option {', '.join(unknown).lower()}")
@@ -72,6 +78,50 @@ def _micro(kernel: str, fmt: str, info: Any, options: dict[str, int] | None = No
         note = (f"cooperative matrix 16x16x16, {tile[0]}x{tile[1]}x{tile[2]} tiles double-buffered in "
                 f"shared memory")
     return MicroKernel(ExecutableBinary(fmt, spirv, (entry,), f"spirv{SPIRV_VERSION}"), wg, matrix, note, tile)
+
+
+def _micro_wg(fmt: str, info: Any, defines: dict[str, int], shmem: bool) -> MicroKernel:
+    """The f16 GEMM on cooperative matrices of workgroup scope (VK_NV_cooperative_matrix2's
+    flexible dimensions): the tile must be a multiple of the granularity of a configuration the
+    device lists for f16 x f16 -> f32 at workgroup scope, and the workgroup as large as that
+    configuration says."""
+    from halbench.compiler.backends.glslang import compile_glsl
+    from halbench.compiler.codegen.micro_glsl import glsl_source
+    from halbench.hal import EntryPoint, ExecutableBinary
+
+    flags = info.features.flags
+    if not (flags.get("cooperativeMatrixWorkgroupScope") and flags.get("cooperativeMatrixFlexibleDimensions")):
+        raise Unsupported(f"{info.uri} has no workgroup-scope cooperative matrix of flexible dimensions "
+                          f"(VK_NV_cooperative_matrix2); use mma 1")
+    bm, bn, bk = defines["BM"], defines["BN"], defines["BK"]
+    want = defines.get("WG", 0)
+    rows = [r for r in (info.attributes or {}).get("cooperative_matrix_flexible_dimensions") or ()
+            if r.get("scope") == "workgroup" and r.get("a_type") in ("f16", "float16")
+            and r.get("b_type") in ("f16", "float16") and r.get("c_type") in ("f32", "float32")
+            and r.get("result_type") in ("f32", "float32") and not r.get("saturating")
+            and (not want or r.get("workgroup_invocations") == want)]
+    fits = [r for r in rows if bm % r["m_granularity"] == 0 and bn % r["n_granularity"] == 0
+            and bk % r["k_granularity"] == 0]
+    if not fits:
+        listed = ", ".join(f"{r['m_granularity']}x{r['n_granularity']}x{r['k_granularity']} at "
+                           f"{r['workgroup_invocations']} invocations" for r in rows) or "none"
+        raise Unsupported(f"gemm tile {bm}x{bn}x{bk}{f' with {want} invocations' if want else ''} matches no "
+                          f"workgroup-scope f16 configuration of {info.uri} (granularities: {listed})")
+    wg = int(fits[0]["workgroup_invocations"])
+    limit = info.limits.max_shared_memory_bytes or 16384
+    reserved = int((info.attributes or {}).get("cooperative_matrix_workgroup_scope_reserved_shared_memory") or 0)
+    shared = (bm + bn) * (bk // 8 + 1) * 16 if shmem else 0
+    if bk % 8 or (shmem and ((bm * bk // 8) % wg or (bn * bk // 8) % wg)) or shared > limit - reserved:
+        raise Unsupported(f"gemm tile {bm}x{bn}x{bk} with {wg} invocations does not fit the workgroup-scope "
+                          f"kernel ({shared} bytes of shared memory, {limit - reserved} free); pick a smaller tile")
+    defines = {"BM": bm, "BN": bn, "BK": bk, "WG": wg, "SHMEM": int(shmem)}
+    abi = "bda" if fmt == "vulkan-spirv-bda-v1" else "descriptors"
+    spirv = compile_glsl(glsl_source("gemm_f16_wg", abi, defines), defines, name=f"micro_gemm_f16_wg_{abi}")
+    entry = EntryPoint("main", 3, 3, (wg, 1, 1))
+    how = "staged through shared memory" if shmem else "loaded from memory by the driver"
+    note = (f"cooperative matrix of workgroup scope (VK_NV_cooperative_matrix2), {bm}x{bn}x{bk} tiles, "
+            f"{wg} invocations, operands {how}")
+    return MicroKernel(ExecutableBinary(fmt, spirv, (entry,), f"spirv{SPIRV_VERSION}"), wg, None, note, (bm, bn, bk))
 
 
 def _gemm_shape(info: Any, defines: dict[str, int]) -> tuple[int, tuple[int, int, int]]:

@@ -185,6 +185,69 @@ void main() {
     }
   }
 }""",
+    # The same GEMM with matrices of workgroup scope (VK_NV_cooperative_matrix2, GLSL's
+    # KHR coopmat types with gl_ScopeWorkgroup): one BM x BN accumulator per workgroup of WG
+    # invocations, whose share-out over subgroups and matrix instructions the driver picks. SHMEM
+    # 0 loads each BM x BK / BK x BN operand straight from memory (the driver stages it); SHMEM 1
+    # stages it through shared memory first (rows padded by 16 bytes), the next slice loaded into
+    # registers while the current one is multiplied. Grouped raster and shape checks as above.
+    "gemm_f16_wg": """
+#extension GL_KHR_cooperative_matrix : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_EXT_control_flow_attributes : require
+layout(local_size_x = WG) in;
+#define CH (BK / 8)
+#if SHMEM
+#define LDS (CH + 1)
+#define LOADS_A (BM * CH / WG)
+#define LOADS_B (BN * CH / WG)
+shared uvec4 sA[BM * LDS];
+shared uvec4 sB[BN * LDS];
+#endif
+void main() {
+  uint M = CONST(0), N = CONST(1), K = CONST(2);
+  if (M % BM != 0u || N % BN != 0u || K % BK != 0u || K == 0u) return;
+  uint tiles_m = M / BM, tiles_n = N / BN, pid = gl_WorkGroupID.x;
+  if (pid >= tiles_m * tiles_n) return;
+  uint width = 8u * tiles_n, first = pid / width * 8u, gsz = min(tiles_m - first, 8u);
+  uint tm = first + (pid % width) % gsz, tn = (pid % width) / gsz;
+  uint kv = K / 8u;  // row length in uvec4
+  uint a0 = tm * BM * kv, b0 = tn * BN * kv;
+  coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator> acc =
+      coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(0.0);
+#if SHMEM
+  uint tid = gl_LocalInvocationID.x;
+  uvec4 ra[LOADS_A], rb[LOADS_B];
+  [[unroll]] for (uint j = 0u; j < LOADS_A; j++) { uint i = tid + j * WG; ra[j] = B0(a0 + (i / CH) * kv + i % CH); }
+  [[unroll]] for (uint j = 0u; j < LOADS_B; j++) { uint i = tid + j * WG; rb[j] = B1(b0 + (i / CH) * kv + i % CH); }
+  for (uint k = 0u; k < kv; k += CH) {
+    [[unroll]] for (uint j = 0u; j < LOADS_A; j++) { uint i = tid + j * WG; sA[(i / CH) * LDS + i % CH] = ra[j]; }
+    [[unroll]] for (uint j = 0u; j < LOADS_B; j++) { uint i = tid + j * WG; sB[(i / CH) * LDS + i % CH] = rb[j]; }
+    barrier();
+    if (k + CH < kv) {
+      [[unroll]] for (uint j = 0u; j < LOADS_A; j++) { uint i = tid + j * WG; ra[j] = B0(a0 + (i / CH) * kv + k + CH + i % CH); }
+      [[unroll]] for (uint j = 0u; j < LOADS_B; j++) { uint i = tid + j * WG; rb[j] = B1(b0 + (i / CH) * kv + k + CH + i % CH); }
+    }
+    coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA> fa;
+    coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> fb;
+    coopMatLoad(fa, sA, 0u, LDS, gl_CooperativeMatrixLayoutRowMajor);
+    coopMatLoad(fb, sB, 0u, LDS, gl_CooperativeMatrixLayoutColumnMajor);
+    acc = coopMatMulAdd(fa, fb, acc);
+    barrier();
+  }
+#else
+  for (uint k = 0u; k < kv; k += CH) {
+    coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA> fa;
+    coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> fb;
+    coopMatLoad(fa, P0, a0 + k, kv, gl_CooperativeMatrixLayoutRowMajor);
+    coopMatLoad(fb, P1, b0 + k, kv, gl_CooperativeMatrixLayoutColumnMajor);
+    acc = coopMatMulAdd(fa, fb, acc);
+  }
+#endif
+  coopmat<float16_t, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator> h =
+      coopmat<float16_t, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(acc);
+  coopMatStore(h, P2, tm * BM * N + tn * BN, N, gl_CooperativeMatrixLayoutRowMajor);
+}""",
     # The CUDA kernel's 16 chains x[j] += dot4(x[j], b), through hb_dot4 (_DOT4: native OpSDot or
     # the unpack-and-multiply emulation).
     "dot_int8": """
@@ -237,19 +300,21 @@ _BINDINGS: dict[str, tuple[str, ...]] = {
     "matrix_f16": ("float16_t", "float"),
     "dot_int8": ("float",),
     "gemm_f16": ("uvec4", "uvec4", "float16_t"),
+    "gemm_f16_wg": ("uvec4", "uvec4", "float16_t"),
     "noop": ("uint",),
 }
 
 
 #: number of uint32 constants per kernel (the push-constant range must match exactly)
 CONSTANTS: dict[str, int] = {"copy": 1, "triad": 2, "fma_f32": 1, "fma_f16": 1, "matrix_f16": 1,
-                             "dot_int8": 1, "gemm_f16": 3, "noop": 0}
+                             "dot_int8": 1, "gemm_f16": 3, "gemm_f16_wg": 3, "noop": 0}
 
 #: the kernel-shaping options (#defines) of each kernel and their defaults
 OPTIONS: dict[str, dict[str, int]] = {
     "copy": {"UNROLL": 4},
     "fma_f32": {"CHAINS": 32, "UNROLL": 4, "VECTOR": 1},
     "gemm_f16": {"BM": 128, "BN": 128, "BK": 32},
+    "gemm_f16_wg": {"BM": 128, "BN": 128, "BK": 32, "WG": 0, "SHMEM": 0},
 }
 
 

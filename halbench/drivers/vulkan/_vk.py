@@ -68,7 +68,8 @@ def validation_requested() -> bool:
 
 
 #: Device extensions halbench enables, by the Vulkan header version that introduced them.
-_EXTENSION_HEADER = {"VK_KHR_cooperative_matrix": 255, "VK_KHR_calibrated_timestamps": 277}
+_EXTENSION_HEADER = {"VK_KHR_cooperative_matrix": 255, "VK_KHR_calibrated_timestamps": 277,
+                     "VK_NV_cooperative_matrix2": 301}
 
 
 def unvalidated_extensions(extensions: list[str]) -> list[str]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import replace
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
@@ -26,11 +27,13 @@ from halbench.drivers.vulkan.command_buffer import VulkanCommandBuffer
 from halbench.drivers.vulkan.executable import BDA, DESCRIPTORS, PipelineCache, VulkanExecutable
 from halbench.drivers.vulkan.memory import DL, HC, HCACHED, HV, MemoryPool, VulkanBuffer
 from halbench.drivers.vulkan.physical import (
+    NV_COOP2_ENABLED,
     OPTIONAL_EXTENSIONS,
     OPTIONAL_FEATURES,
     Physical,
     baseline_missing,
     effective_info,
+    nv_coop2_struct,
     physical_devices,
 )
 from halbench.drivers.vulkan.sync import (
@@ -115,6 +118,14 @@ class VulkanDevice(Device):
         self._executables: list[VulkanExecutable] = []
         self._semaphores: list[VulkanSemaphore] = []
         self._create(info, physical, options)
+        # what the device has but this logical device left out (an extension newer than the
+        # validation layer, or the user's mask) reads as absent, so variant selection and the
+        # micro kernels refuse it by name instead of failing in vkCreateComputePipelines
+        off = {n for n in ("cooperativeMatrix", *NV_COOP2_ENABLED)
+               if info.features.flags.get(n) and n not in self.enabled_features}
+        if off:
+            self.info = replace(info, features=replace(info.features, flags={
+                **info.features.flags, **dict.fromkeys(off, False)}))
 
     # -- creation ---------------------------------------------------------------------
     def _create(self, info: DeviceInfo, p: Physical, options: dict[str, Any]) -> None:
@@ -133,6 +144,12 @@ class VulkanDevice(Device):
             exts.remove("VK_KHR_push_descriptor")
         if "VK_KHR_cooperative_matrix" not in exts:
             enabled["cooperativeMatrix"] = False
+        nv2 = {n: bool(enabled["cooperativeMatrix"] and p.flags.get(n) and wanted.get(n, True))
+               for n in NV_COOP2_ENABLED}
+        if "VK_NV_cooperative_matrix2" in exts and not any(nv2.values()):
+            exts.remove("VK_NV_cooperative_matrix2")
+        if "VK_NV_cooperative_matrix2" in exts:
+            enabled.update(nv2)
         self.pipeline_statistics = bool(options.get("pipeline_statistics")) and \
             "VK_KHR_pipeline_executable_properties" in p.extensions
         if self.pipeline_statistics:
@@ -155,6 +172,9 @@ class VulkanDevice(Device):
         for s in structs:
             s.pNext = chain
             chain = ffi.addressof(s)
+        if "VK_NV_cooperative_matrix2" in exts:
+            self._nv_coop2 = nv_coop2_struct(nv2, chain)  # raw: the binding predates it
+            chain = ffi.cast("void*", self._nv_coop2)
         core = vk.VkPhysicalDeviceFeatures(**{n: 1 for n in OPTIONAL_FEATURES["VkPhysicalDeviceFeatures"]
                                               if enabled[n]})
         f2 = vk.VkPhysicalDeviceFeatures2(pNext=chain, features=core)

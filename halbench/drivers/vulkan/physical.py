@@ -43,7 +43,35 @@ OPTIONAL_FEATURES = {
 
 #: Device extensions enabled when present (calibrated timestamps: KHR preferred over EXT).
 OPTIONAL_EXTENSIONS = ("VK_KHR_push_descriptor", "VK_KHR_calibrated_timestamps", "VK_EXT_calibrated_timestamps",
-                       "VK_KHR_cooperative_matrix")
+                       "VK_KHR_cooperative_matrix", "VK_NV_cooperative_matrix2")
+
+#: VkPhysicalDeviceCooperativeMatrix2FeaturesNV (VK_NV_cooperative_matrix2, newer than the vulkan
+#: binding): its sType and VkBool32 members in order. halbench enables the first two: cooperative
+#: matrices of workgroup scope and of flexible dimensions (the peaks suite's ``gemm-f16 mma: 2``).
+NV_COOP2_STYPE = 1000593000
+NV_COOP2_MEMBERS = ("cooperativeMatrixWorkgroupScope", "cooperativeMatrixFlexibleDimensions",
+                    "cooperativeMatrixReductions", "cooperativeMatrixConversions",
+                    "cooperativeMatrixPerElementOperations", "cooperativeMatrixTensorAddressing",
+                    "cooperativeMatrixBlockLoads")
+NV_COOP2_ENABLED = NV_COOP2_MEMBERS[:2]
+
+
+def nv_coop2_struct(values: dict[str, bool] | None = None, pnext: Any = None) -> Any:
+    """A raw VkPhysicalDeviceCooperativeMatrix2FeaturesNV (VkBaseOutStructure header, then the
+    VkBool32 members) with ``values`` set, chained to ``pnext``."""
+    words = ffi.new("uint32_t[]", (ffi.sizeof("VkBaseOutStructure") + 4 * len(NV_COOP2_MEMBERS)) // 4)
+    head = ffi.cast("VkBaseOutStructure*", words)
+    head.sType = NV_COOP2_STYPE
+    head.pNext = ffi.cast("VkBaseOutStructure*", pnext) if pnext is not None else ffi.NULL
+    first = ffi.sizeof("VkBaseOutStructure") // 4
+    for i, m in enumerate(NV_COOP2_MEMBERS):
+        words[first + i] = int(bool((values or {}).get(m)))
+    return words
+
+
+def nv_coop2_read(words: Any) -> dict[str, bool]:
+    first = ffi.sizeof("VkBaseOutStructure") // 4
+    return {m: bool(words[first + i]) for i, m in enumerate(NV_COOP2_MEMBERS)}
 
 
 @dataclass
@@ -81,6 +109,10 @@ def _features(pd: Any, extensions: frozenset[str]) -> dict[str, bool]:
     for s in structs.values():
         s.pNext = chain if chain is not None else ffi.NULL
         chain = ffi.addressof(s)
+    nv2 = None
+    if "VK_NV_cooperative_matrix2" in extensions:
+        nv2 = nv_coop2_struct(pnext=chain)
+        chain = ffi.cast("void*", nv2)
     f2 = vk.VkPhysicalDeviceFeatures2(pNext=chain)
     vk.vkGetPhysicalDeviceFeatures2(pd, f2)
     flags: dict[str, bool] = {}
@@ -88,6 +120,8 @@ def _features(pd: Any, extensions: frozenset[str]) -> dict[str, bool]:
         s = f2.features if n == "VkPhysicalDeviceFeatures" else structs.get(n)
         for f in names:
             flags[f] = bool(s is not None and getattr(s, f))
+    got = nv_coop2_read(nv2) if nv2 is not None else {}
+    flags.update({m: got.get(m, False) for m in NV_COOP2_ENABLED})
     return flags
 
 
