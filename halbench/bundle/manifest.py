@@ -106,6 +106,10 @@ class WeightDecl:
     #: a random weight drawn in this type (``f32``), then rounded to nearest even to ``dtype``
     #: (f16 / bf16): a weight the compiler converted for --precision (None: drawn as ``dtype``)
     random_dtype: str | None = None
+    #: a random weight derived from a seeded-random one (bundle.weights.TRANSFORMS): drawn in
+    #: ``random_shape``, then put through this transform (``winograd-f2x3``)
+    transform: str | None = None
+    random_shape: tuple[int, ...] | None = None
 
     @property
     def nbytes(self) -> int:
@@ -121,6 +125,9 @@ class WeightDecl:
             d["init"] = dict(self.init)
             if self.random_dtype is not None:
                 d["random_dtype"] = self.random_dtype
+            if self.transform is not None:
+                d["transform"] = self.transform
+                d["random_shape"] = list(self.random_shape or ())
         return d
 
 
@@ -386,7 +393,8 @@ def _from_doc(doc: ManifestDoc) -> Manifest:
         functions=tuple(Function(f.name, tuple(_tensor(t) for t in f.inputs), tuple(_tensor(t) for t in f.outputs),
                                  tuple(_step(s) for s in f.steps)) for f in doc.functions),
         weights=tuple(WeightDecl(w.name, w.buffer, w.dtype, tuple(w.shape), w.storage, w.member, w.seed,
-                                 w.init.model_dump(exclude_unset=True), w.offset, w.random_dtype)
+                                 w.init.model_dump(exclude_unset=True), w.offset, w.random_dtype,
+                                 w.transform, tuple(w.random_shape) if w.random_shape is not None else None)
                        for w in doc.weights),
         members=dict(doc.members), created_by=doc.created_by, source=dict(doc.source),
         options=dict(doc.options), targets=tuple(dict(t) for t in doc.targets),

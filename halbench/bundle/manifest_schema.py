@@ -91,6 +91,9 @@ class WeightDoc(_Strict):
     offset: Bytes = 0
     #: drawn as f32, then rounded to ``dtype`` (f16 / bf16): a weight converted for --precision
     random_dtype: Literal["f32"] | None = None
+    #: derived from a seeded-random weight drawn in ``random_shape`` (bundle.weights.TRANSFORMS)
+    transform: Literal["winograd-f2x3"] | None = None
+    random_shape: Shape | None = None
 
     @model_validator(mode="after")
     def _storage(self) -> WeightDoc:
@@ -101,6 +104,16 @@ class WeightDoc(_Strict):
         if self.random_dtype is not None and (self.storage != "random" or self.dtype not in ("f16", "bf16")):
             raise ValueError(f"weight '{self.name}': random_dtype is for random f16 / bf16 weights "
                              f"(this one is {self.storage} {self.dtype})")
+        if (self.transform is None) != (self.random_shape is None):
+            raise ValueError(f"weight '{self.name}': transform and random_shape go together")
+        if self.transform is not None:
+            from halbench.bundle.weights import transformed_shape
+
+            made = transformed_shape(self.transform, tuple(self.random_shape or ()))
+            if self.storage != "random" or made != tuple(self.shape):
+                raise ValueError(f"weight '{self.name}': {self.transform} of a random "
+                                 f"{list(self.random_shape or ())} weight gives {list(made) if made else 'nothing'}, "
+                                 f"not the declared {self.storage} {list(self.shape)}")
         return self
 
 

@@ -15,8 +15,9 @@ from halbench.bundle.manifest import WeightDecl
 from halbench.dtypes import to_numpy
 from halbench.errors import UserError
 
-__all__ = ["RANDOM_INIT", "RANDOM_SEED", "f32_to_bf16", "random_weight", "randomize_onnx", "round_to",
-           "weight_array", "weight_digest"]
+__all__ = ["RANDOM_INIT", "RANDOM_SEED", "TRANSFORMS", "f32_to_bf16", "random_weight", "randomize_onnx",
+           "round_to", "transform_weight", "transformed_shape", "weight_array", "weight_digest",
+           "winograd_filter"]
 
 #: How ``weights="random"`` initialises float weights (bundle-format.md: seeded normal).
 RANDOM_INIT = {"distribution": "normal", "scale": 0.02}
@@ -80,13 +81,56 @@ def random_weight(dtype: str, shape: tuple[int, ...] | list[int], seed: int,
     return values.astype(dt)
 
 
+#: Winograd F(2x2, 3x3) filter transform G (4x3): U = G g G^T (Lavin and Gray, 2015).
+_WINOGRAD_G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
+
+
+def winograd_filter(w: np.ndarray) -> np.ndarray:
+    """A 3x3 convolution filter [Co, C, 3, 3] as Winograd F(2x2, 3x3) needs it: [16, Co, C], the
+    16 elements of G g G^T (row-major over the 4x4 tile) leading, computed in float64 and
+    rounded once to the filter's type. THE definition: the compiler's pass (which stores or
+    declares it) and the runtime (which regenerates a seeded-random one) both call it."""
+    if w.ndim != 4 or w.shape[2:] != (3, 3):
+        raise UserError(f"a Winograd F(2x2, 3x3) filter transform needs a [Co, C, 3, 3] filter, not {list(w.shape)}")
+    u = np.einsum("ia,ocab,jb->ijoc", _WINOGRAD_G, w.astype(np.float64), _WINOGRAD_G)
+    return np.ascontiguousarray(u.reshape(16, w.shape[0], w.shape[1]).astype(w.dtype))
+
+
+#: Weight transforms a bundle may declare (a weight derived from a seeded-random one): name ->
+#: (function, its output shape from the source shape, or None where the source does not fit).
+TRANSFORMS = {
+    "winograd-f2x3": (winograd_filter,
+                      lambda s: (16, s[0], s[1]) if len(s) == 4 and tuple(s[2:]) == (3, 3) else None),
+}
+
+
+def transformed_shape(transform: str, source_shape: tuple[int, ...]) -> tuple[int, ...] | None:
+    """The shape ``transform`` makes of a ``source_shape`` weight (None: it takes no such weight)."""
+    if transform not in TRANSFORMS:
+        raise UserError(f"unknown weight transform {transform!r}; known: {', '.join(TRANSFORMS)}")
+    return TRANSFORMS[transform][1](tuple(int(x) for x in source_shape))
+
+
+def transform_weight(transform: str, w: np.ndarray) -> np.ndarray:
+    if transformed_shape(transform, w.shape) is None:
+        raise UserError(f"weight transform {transform} takes no {list(w.shape)} weight")
+    return TRANSFORMS[transform][0](w)
+
+
 def weight_array(decl: WeightDecl, data: bytes | None = None) -> np.ndarray:
-    """The weight's values: ``data`` (the member's bytes) for ``file``, generated for ``random``."""
+    """The weight's values: ``data`` (the member's bytes) for ``file``, generated for ``random``
+    (drawn in ``random_shape`` and put through ``transform`` where the weight declares one, then
+    rounded to ``dtype`` where it was drawn as ``random_dtype``)."""
     if decl.storage == "random":
+        seed = int(decl.seed or 0)
+        if decl.transform is not None:
+            drawn = random_weight(decl.random_dtype or decl.dtype, decl.random_shape or decl.shape, seed,
+                                  decl.init)
+            values = transform_weight(decl.transform, drawn)
+            return round_to(values, decl.dtype) if decl.random_dtype is not None else values
         if decl.random_dtype is not None:  # drawn as f32, then rounded (a --precision weight)
-            return round_to(random_weight(decl.random_dtype, decl.shape, int(decl.seed or 0), decl.init),
-                            decl.dtype)
-        return random_weight(decl.dtype, decl.shape, int(decl.seed or 0), decl.init)
+            return round_to(random_weight(decl.random_dtype, decl.shape, seed, decl.init), decl.dtype)
+        return random_weight(decl.dtype, decl.shape, seed, decl.init)
     if data is None:
         raise UserError(f"weight '{decl.name}' is stored in member {decl.member}, and no data was given")
     if len(data) != decl.nbytes:

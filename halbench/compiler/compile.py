@@ -96,6 +96,10 @@ class CompileOptions:
     #: rounded at compile time (passes/convert_weights.py; results bit-identical). None: on,
     #: unless $HALBENCH_NO_CONVERT_WEIGHTS=1 (two bundles from the same code for an A/B).
     convert_weights: bool | None = None
+    #: Which 3x3 convolutions run as Winograd F(2x2, 3x3) (passes/winograd.py): ``auto`` (those
+    #: large enough to gain), ``on`` (every one that qualifies), ``off``. None: $HALBENCH_WINOGRAD,
+    #: else ``auto``.
+    winograd: str | None = None
 
     def __post_init__(self) -> None:
         if self.fuse_attention is None:
@@ -105,6 +109,13 @@ class CompileOptions:
         if self.convert_weights is None:
             object.__setattr__(self, "convert_weights",
                                os.environ.get("HALBENCH_NO_CONVERT_WEIGHTS", "") in ("", "0"))
+        if self.winograd is None:
+            object.__setattr__(self, "winograd", os.environ.get("HALBENCH_WINOGRAD", "") or "auto")
+        from halbench.compiler.passes.winograd import MODES as _WINOGRAD_MODES
+
+        if self.winograd not in _WINOGRAD_MODES:
+            raise UserError(f"winograd must be one of {', '.join(_WINOGRAD_MODES)}, got '{self.winograd}' "
+                            f"(--winograd or $HALBENCH_WINOGRAD)")
         from halbench.compiler.backends import backend, backends, canonical, option_values
 
         object.__setattr__(self, "input_shapes",
@@ -158,6 +169,7 @@ class CompileOptions:
                 **({"fuse_attention": False} if not self.fuse_attention else {}),
                 **({"merge_gemms": False} if not self.merge_gemms else {}),
                 **({"convert_weights": False} if not self.convert_weights else {}),
+                **({"winograd": self.winograd} if self.winograd != "auto" else {}),
                 **({"input_values": {k: {"dtype": dt, "shape": list(sh), "values": list(vals)}
                                      for k, dt, sh, vals in self.input_values}} if self.input_values else {})}
 
@@ -282,7 +294,7 @@ def compile_graph(graph: Graph, options: CompileOptions, source: Mapping[str, An
     # A GEMM rounded to --precision stays a GEMM dispatch: the fused kernel computes in f32.
     g = run_pipeline(graph, options.dump_after, timings=pass_times,
                      fuse_attention_blocks=bool(options.fuse_attention) and options.precision == "fp32",
-                     merge_sibling_gemms=bool(options.merge_gemms))
+                     merge_sibling_gemms=bool(options.merge_gemms), winograd_mode=str(options.winograd))
     timings["passes"] = time.perf_counter() - t0
     notes = _mark_precision(g, options)
     if options.convert_weights and options.precision in CONVERTED:
@@ -363,6 +375,8 @@ def _random_seed(w: Any, i: int, options: CompileOptions,
     """The seed a weight is declared random with, or None to store it. A weight converted at
     compile time (``w.source``) has the seed of the f32 weight it came from."""
     w = w.source or w
+    if w.derived is not None:  # a transform of a weight: the seed of that weight
+        w = w.derived[1]
     if options.weights != "random" or w.type.dtype not in ("f16", "bf16", "f32", "f64") or w.type.size <= 1:
         return None
     if random_weights is None:  # an MLIR source: every float weight, by its index
@@ -440,10 +454,15 @@ def _schedule(g: Graph, options: CompileOptions, executables: list[ExecutableDec
         bid = buffer(f"weight:{name}", w.type.nbytes, "weight", name)
         seed = _random_seed(w, index[w.source.name if w.source is not None else name], options, random_weights)
         if seed is not None:
-            # a converted weight: drawn as its f32 source is, then rounded to its type
+            # a converted weight: drawn as its f32 source is, then rounded to its type; a
+            # transformed one (Winograd): drawn as the weight it came from, then transformed
+            base = w.source or w
+            derived = base.derived
             weights.append(WeightDecl(name, bid, w.type.dtype, w.type.shape, "random",
                                       seed=seed, init=dict(RANDOM_INIT),
-                                      random_dtype=w.source.type.dtype if w.source is not None else None))
+                                      random_dtype=w.source.type.dtype if w.source is not None else None,
+                                      transform=derived[0] if derived else None,
+                                      random_shape=derived[1].type.shape if derived else None))
             continue
         member = f"weights/{_safe(name)}.bin"
         while member in used_members:

@@ -158,6 +158,9 @@ class Weight:
     data: np.ndarray | None = None
     #: the f32 weight this one is a compile-time rounding of (passes/convert_weights.py), or None
     source: Weight | None = None
+    #: (transform, weight) where this one is a bundle.weights.TRANSFORMS transform of another
+    #: (passes/winograd.py): a bundle declares it random when that weight is
+    derived: tuple[str, Weight] | None = None
 
 
 @dataclass
