@@ -531,6 +531,9 @@ def _ignored_rocm_flag(ctx: click.Context, param: click.Parameter, value: str | 
 @click.option("--precision", default="fp32", show_default=True, metavar="fp32|tf32|f16|bf16",
               help="Operands of f32 matmuls and convolutions: fp32 exact, or rounded to tf32 / f16 / bf16 "
                    "for the matrix units (f32 accumulation; inputs, outputs and other ops stay f32).")
+@click.option("--winograd", type=click.Choice(["auto", "on", "off"]), default=None,
+              help="3x3 convolutions (stride 1, padding 1) as Winograd F(2x2, 3x3): auto takes those large "
+                   "enough to gain, on every one [default: $HALBENCH_WINOGRAD, else auto].")
 @click.option("--input-shape", "input_shapes", multiple=True, metavar="NAME=1x3x224x224",
               help="Static shape for an input with dynamic dimensions (repeatable).")
 @click.option("--freeze-input", "frozen", multiple=True, metavar="NAME=2xi64=1,2",
@@ -544,9 +547,9 @@ def _ignored_rocm_flag(ctx: click.Context, param: click.Parameter, value: str | 
                    "~/.cache/halbench/tuning].")
 @FORMAT_CTX
 def compile_cmd(input_path: str, output: str, target_devices: tuple[str, ...], target_all: str | None,
-                target_device_uri: str | None, weights: str, precision: str, input_shapes: tuple[str, ...],
-                frozen: tuple[str, ...], dump_after: str | None, statistics: bool, tuning_cache: str | None,
-                **per_backend: str | None) -> None:
+                target_device_uri: str | None, weights: str, precision: str, winograd: str | None,
+                input_shapes: tuple[str, ...], frozen: tuple[str, ...], dump_after: str | None, statistics: bool,
+                tuning_cache: str | None, **per_backend: str | None) -> None:
     """Compile an ONNX or MLIR model into a bundle (.hbx) for run-module and the runtime."""
     from halbench.bundle import write_bundle
 
@@ -566,7 +569,7 @@ def compile_cmd(input_path: str, output: str, target_devices: tuple[str, ...], t
                              input_shapes=_input_shapes(input_shapes), dump_after=dump_after,
                              targets={k: v for k, v in targets.items() if v}, backend_options=backend_options,
                              input_values=_frozen_inputs(frozen), target_device_uri=target_device_uri,
-                             precision=precision, tuning_cache=tuning_cache)
+                             precision=precision, tuning_cache=tuning_cache, winograd=winograd)
     result = compile_model(input_path, options)
     for note in getattr(result, "notes", ()):
         click.echo(f"halbench: note: {note}", err=True)

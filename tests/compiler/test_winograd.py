@@ -1,0 +1,158 @@
+"""Winograd F(2x2, 3x3) for 3x3 convolutions (passes/winograd.py).
+
+The filter transform against the definition (a 2x2 output tile of a correlation), the rewrite
+on real exporter output (torch.onnx) checked against onnxruntime on local-sync and lavapipe (odd
+sizes, a fused bias / ReLU / residual epilogue, reduced precisions), the convolutions it must
+leave alone, seeded-random weights the runtime regenerates through the same transform, and the
+bundle schema refusing a transform that does not fit.
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from halbench.bundle.manifest import WeightDecl
+from halbench.bundle.weights import weight_array, winograd_filter
+from halbench.compiler import CompileOptions, compile_model
+from halbench.errors import UserError
+from tests.compiler.helpers import onnx_reference, rel_err, run_local
+
+torch = pytest.importorskip("torch")
+
+_BT = np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]], dtype=np.float64)
+_AT = np.array([[1, 1, 1, 0], [0, 1, -1, -1]], dtype=np.float64)
+
+
+def test_filter_transform_gives_the_correlation_of_a_tile() -> None:
+    rng = np.random.default_rng(0)
+    g = rng.standard_normal((5, 3, 3, 3))  # Co, C, 3, 3
+    d = rng.standard_normal((3, 4, 4))     # C, 4x4 input tile
+    u = winograd_filter(g.astype(np.float32)).astype(np.float64).reshape(4, 4, 5, 3)
+    v = np.einsum("ia,cab,jb->ijc", _BT, d, _BT)
+    m = np.einsum("ijoc,ijc->ijo", u, v)
+    y = np.einsum("ri,ijo,sj->ors", _AT, m, _AT)
+    direct = np.array([[[np.sum(g[o] * d[:, r:r + 3, s:s + 3]) for s in range(2)] for r in range(2)]
+                       for o in range(5)])
+    np.testing.assert_allclose(y, direct, rtol=1e-5, atol=1e-6)
+    with pytest.raises(UserError, match="needs a \\[Co, C, 3, 3\\] filter"):
+        winograd_filter(np.zeros((2, 2, 5, 5), np.float32))
+
+
+class _Net(torch.nn.Module):
+    """Two 3x3 convolutions (bias + ReLU; no bias + a residual add + ReLU) and the kinds the
+    rewrite must leave alone: a stride-2 3x3, a 1x1, a grouped 3x3 and a dilated 3x3."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = torch.nn.Conv2d(12, 20, 3, padding=1)
+        self.b = torch.nn.Conv2d(20, 12, 3, padding=1, bias=False)
+        self.s2 = torch.nn.Conv2d(12, 8, 3, stride=2, padding=1)
+        self.p = torch.nn.Conv2d(8, 8, 1)
+        self.gr = torch.nn.Conv2d(8, 8, 3, padding=1, groups=2)
+        self.dl = torch.nn.Conv2d(8, 8, 3, padding=2, dilation=2)
+
+    def forward(self, x):
+        y = torch.relu(self.a(x))
+        y = torch.relu(self.b(y) + x)
+        z = self.p(self.s2(y))
+        return y, self.dl(self.gr(z))
+
+
+@pytest.fixture(scope="module")
+def net(tmp_path_factory) -> tuple[Path, dict[str, np.ndarray]]:
+    tmp = tmp_path_factory.mktemp("winograd")
+    torch.manual_seed(0)
+    path = tmp / "net.onnx"
+    x = torch.randn(2, 12, 7, 9)  # odd H and W: the last tiles overhang
+    torch.onnx.export(_Net().eval(), (x,), str(path), input_names=["x"], opset_version=17, dynamo=False)
+    return path, {"x": np.random.default_rng(1).standard_normal((2, 12, 7, 9)).astype(np.float32)}
+
+
+def _compile(path: Path, out: Path, **kw) -> tuple[Path, dict]:
+    cm = compile_model(path, CompileOptions(**kw))
+    cm.write(out)
+    with zipfile.ZipFile(out) as z:
+        return out, json.loads(z.read("manifest.json"))
+
+
+def test_only_qualifying_convolutions_are_rewritten(net, tmp_path) -> None:
+    path, _ = net
+    _, on = _compile(path, tmp_path / "on.hbx", winograd="on")
+    _, off = _compile(path, tmp_path / "off.hbx", winograd="off")
+    names = {w["name"] for w in on["weights"]}
+    # the two stride-1 3x3 filters are stored transformed ([16, Co, C]), the others as they were
+    assert {n for n in names if n.endswith(".winograd")} == {"a.weight.winograd", "b.weight.winograd"}
+    shapes = {w["name"]: w["shape"] for w in on["weights"]}
+    assert shapes["a.weight.winograd"] == [16, 20, 12] and shapes["b.weight.winograd"] == [16, 12, 20]
+    assert {"s2.weight", "p.weight", "dl.weight"} <= names and "a.weight" not in names
+    # two convolutions became three dispatches each; the epilogues joined the output transform
+    steps = lambda m: sum(1 for s in m["functions"][0]["steps"] if s["kind"] == "dispatch")  # noqa: E731
+    assert steps(on) == steps(off) + 4
+
+
+@pytest.mark.parametrize("device", ["local-sync://", "vulkan://"])
+@pytest.mark.parametrize("precision", ["fp32", "f16"])
+def test_outputs_match_onnxruntime(net, tmp_path, device, precision) -> None:
+    path, feeds = net
+    api = device.split(":")[0].replace("local-sync", "local")
+    ref = onnx_reference(path, feeds)
+    bundle, _ = _compile(path, tmp_path / "on.hbx", winograd="on", target_devices=(api,), precision=precision)
+    out = run_local(bundle, feeds, device)
+    tol = 1e-4 if precision == "fp32" else 1e-2  # precision.TOLERANCE
+    for o, r in zip(out, ref):
+        assert rel_err(o, r) < tol
+    if precision == "fp32":
+        assert max(float(np.abs(o - r).max()) for o, r in zip(out, ref)) < 1e-5
+
+
+def test_random_weights_are_declared_transformed_and_regenerated(net, tmp_path) -> None:
+    path, feeds = net
+    a, _ = _compile(path, tmp_path / "off.hbx", winograd="off", weights="random")
+    b, man = _compile(path, tmp_path / "on.hbx", winograd="on", weights="random")
+    w = next(w for w in man["weights"] if w["name"] == "a.weight.winograd")
+    assert w["storage"] == "random" and w["transform"] == "winograd-f2x3" and w["random_shape"] == [20, 12, 3, 3]
+    assert not any(m.startswith("weights/a.weight") for m in man.get("members", {}))
+    # the same seeded filter either way: the two bundles compute the same function
+    for x, y in zip(run_local(a, feeds), run_local(b, feeds)):
+        assert rel_err(x, y) < 1e-5
+    # f16: the transformed filter is drawn as f32, transformed, then rounded
+    _, man16 = _compile(path, tmp_path / "on16.hbx", winograd="on", weights="random", precision="f16")
+    w16 = next(w for w in man16["weights"] if w["name"].startswith("a.weight.winograd"))
+    assert w16["dtype"] == "f16" and w16["random_dtype"] == "f32" and w16["transform"] == "winograd-f2x3"
+
+
+def test_a_regenerated_transform_is_the_compile_time_one() -> None:
+    decl = WeightDecl("u", 0, "f32", (16, 6, 4), "random", seed=7, init={"distribution": "normal", "scale": 0.02},
+                      transform="winograd-f2x3", random_shape=(6, 4, 3, 3))
+    from halbench.bundle.weights import random_weight
+
+    expect = winograd_filter(random_weight("f32", (6, 4, 3, 3), 7, decl.init))
+    np.testing.assert_array_equal(weight_array(decl), expect)
+
+
+@pytest.mark.parametrize(("patch", "match"), [
+    ({"shape": [16, 6, 5]}, "winograd-f2x3 of a random \\[6, 4, 3, 3\\] weight gives \\[16, 6, 4\\]"),
+    ({"random_shape": [6, 4, 5, 5]}, "gives nothing"),
+    ({"transform": "fft"}, "transform"),
+    ({"random_shape": None}, "transform and random_shape go together"),
+])
+def test_the_schema_refuses_a_transform_that_does_not_fit(patch, match) -> None:
+    from pydantic import ValidationError
+
+    from halbench.bundle.manifest_schema import WeightDoc
+
+    doc = {"name": "u", "buffer": 0, "dtype": "f32", "shape": [16, 6, 4], "storage": "random", "seed": 7,
+           "transform": "winograd-f2x3", "random_shape": [6, 4, 3, 3]}
+    WeightDoc.model_validate(doc)
+    with pytest.raises(ValidationError, match=match):
+        WeightDoc.model_validate({**doc, **patch})
+
+
+def test_bad_mode_is_a_one_line_error() -> None:
+    with pytest.raises(UserError, match="winograd must be one of auto, on, off, got 'maybe'"):
+        CompileOptions(winograd="maybe")
