@@ -48,7 +48,8 @@ IndexMap = tuple[MapResult, ...]
 GENERIC_KINDS = ("generic",)
 #: Structured ops with fixed semantics (attrs carry their parameters).
 NAMED_KINDS = ("conv2d", "depthwise_conv2d", "pool", "matmul", "batch_matmul", "pad", "concat",
-               "slice", "insert_slice", "reshape", "copy", "scan", "sort", "scatter")
+               "slice", "insert_slice", "reshape", "copy", "scan", "sort", "scatter",
+               "winograd_input", "winograd_output")
 
 
 @dataclass(frozen=True)

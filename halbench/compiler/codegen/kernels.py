@@ -301,6 +301,70 @@ def _plan_generic(c: _Ctx, t: Tuning) -> Plan:
     return p
 
 
+# -- Winograd F(2x2, 3x3) transforms (passes/winograd.py) ---------------------------------------
+
+def _plan_winograd_input(c: _Ctx, t: Tuning) -> Plan:
+    """V[4i + j, c, p] = (B^T d B)[i, j]: one thread per (channel, tile) loads its 4x4 input tile
+    once (zero outside the input: each load is guarded by its bounds) and writes its 16 values,
+    neighbouring threads on neighbouring tiles."""
+    op = c.d.root
+    n, ch, h, w = c.shape(0)
+    th_n, tw_n = (int(x) for x in op.attrs["tiles"])
+    p_n = n * th_n * tw_n
+    o, xi = c.b(op.outputs[0], True), c.b(op.inputs[0])
+    lines = [f"int tw = p % {tw_n}; int q = p / {tw_n}; int th = q % {th_n}; int n = q / {th_n};",
+             "int y0 = 2 * th - 1; int x0 = 2 * tw - 1;"]
+    for a in range(4):
+        for b in range(4):
+            ok = f"uint(y0 + {a}) < {h}u && uint(x0 + {b}) < {w}u"
+            lines.append(f"float d{a}{b} = ({ok}) ? float({c.ld(xi, ['n', 'ch', f'y0 + {a}', f'x0 + {b}'])}) : 0.0;")
+    # rows of B^T: [1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]
+    comb = ["{0}0 - {0}2", "{0}1 + {0}2", "{0}2 - {0}1", "{0}1 - {0}3"]
+    for a in range(4):  # along x: r{a}{j} = (d B)[a, j]
+        for j in range(4):
+            lines.append(f"float r{a}{j} = {comb[j].format(f'd{a}')};")
+    for i in range(4):
+        for j in range(4):
+            e = comb[i].replace("{0}0", f"r0{j}").replace("{0}1", f"r1{j}").replace("{0}2", f"r2{j}") \
+                .replace("{0}3", f"r3{j}")
+            lines.append(c.L.store(o, c.dtype(o), f"{4 * i + j} * {ch * p_n} + ch * {p_n} + p", f"({e})"))
+    return _point(t, ch * p_n, lines, [f"int ch = tid / {p_n}; int p = tid % {p_n};"], c.d.name)
+
+
+def _plan_winograd_output(c: _Ctx, t: Tuning) -> Plan:
+    """Y = A^T m A per tile: one thread per (output channel, tile) loads its 16 GEMM results
+    once and finishes its 2x2 outputs (through the epilogue: bias, ReLU, residual), those past an
+    odd H or W left out."""
+    op = c.d.root
+    mi = c.b(op.inputs[0])
+    _, co, p_n = c.shape(mi)
+    n, _, h, w = c.g.types[op.outputs[0]].shape
+    th_n, tw_n = (int(x) for x in op.attrs["tiles"])
+    lines = [f"int tw = p % {tw_n}; int q = p / {tw_n}; int th = q % {th_n}; int n = q / {th_n};"]
+    for k in range(16):
+        lines.append(f"float m{k // 4}{k % 4} = float({c.L.load(mi, c.dtype(mi), f'{k} * {co * p_n} + k * {p_n} + p')});")
+    # A^T = [[1, 1, 1, 0], [0, 1, -1, -1]]: first down the rows i, then along j
+    for j in range(4):
+        lines.append(f"float s0{j} = m0{j} + m1{j} + m2{j}; float s1{j} = m1{j} - m2{j} - m3{j};")
+    for r in range(2):
+        lines.append(f"float y{r}0 = s{r}0 + s{r}1 + s{r}2; float y{r}1 = s{r}1 - s{r}2 - s{r}3;")
+    for r in range(2):
+        for s_ in range(2):
+            inner = c.finish(["n", "k", f"2 * th + {r}", f"2 * tw + {s_}"], f"y{r}{s_}", prefix=f"e{r}{s_}_")
+            guard = []
+            if h % 2 and r:
+                guard.append(f"2 * th + {r} < {h}")
+            if w % 2 and s_:
+                guard.append(f"2 * tw + {s_} < {w}")
+            if guard:
+                lines.append(f"if ({' && '.join(guard)}) {{")
+                lines += ["  " + ln for ln in inner]
+                lines.append("}")
+            else:
+                lines += inner
+    return _point(t, co * p_n, lines, [f"int k = tid / {p_n}; int p = tid % {p_n};"], c.d.name)
+
+
 def _combine(kind: str, acc: str, v: str) -> str:
     return {"add": f"{acc} + {v}", "mul": f"{acc} * {v}", "max": f"max({acc}, {v})",
             "min": f"min({acc}, {v})"}[kind]
@@ -1340,6 +1404,10 @@ def _plan_kind(d: Any, g: Graph, t: Tuning, lang: Lang) -> Plan:
         return _plan_gemm(c, t)
     if kind in ("scan", "sort", "scatter"):
         return _plan_ordered(c, t)
+    if kind == "winograd_input":
+        return _plan_winograd_input(c, t)
+    if kind == "winograd_output":
+        return _plan_winograd_output(c, t)
     raise CompileError(f"GPU codegen has no kernel for '{kind}' (dispatch {disp.name})")
 
 

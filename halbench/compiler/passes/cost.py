@@ -31,6 +31,10 @@ def op_flops(op: Op, g: Graph) -> int:
         x = g.types[op.inputs[0]].shape
         k = x[-2] if a.get("transpose_a") else x[-1]
         return 2 * n_out * k
+    if op.kind == "winograd_input":  # B^T d B: 32 adds per 4x4 tile (16 results) and channel
+        return 2 * n_out
+    if op.kind == "winograd_output":  # A^T m A: 24 adds per tile (16 operands) and channel
+        return 3 * g.types[op.inputs[0]].size // 2
     if op.kind == "pool":
         return n_out * prod(a["kernel"])
     return 0

@@ -21,8 +21,9 @@ __all__ = ["ROOT_KINDS", "form_dispatches", "generic_kind"]
 ROOT_KINDS = {"conv2d": "conv", "depthwise_conv2d": "depthwise_conv", "matmul": "matmul",
               "batch_matmul": "batch_matmul", "pool": "pooling", "pad": "pad", "concat": "concat",
               "slice": "slice", "insert_slice": "insert_slice", "copy": "copy", "scan": "scan",
-              "sort": "sort", "scatter": "scatter"}
-_EPILOGUE_ROOTS = {"conv2d", "depthwise_conv2d", "matmul", "batch_matmul", "pool"}
+              "sort": "sort", "scatter": "scatter", "winograd_input": "winograd_input",
+              "winograd_output": "winograd_output"}
+_EPILOGUE_ROOTS = {"conv2d", "depthwise_conv2d", "matmul", "batch_matmul", "pool", "winograd_output"}
 
 
 def generic_kind(op: Op) -> str:

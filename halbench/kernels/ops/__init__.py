@@ -6,7 +6,7 @@ compiler is installed. Import this package before loading a bundle's local-v1 ex
 
 from __future__ import annotations
 
-from halbench.kernels.ops import common, conv, data, matmul, order, pool  # noqa: F401  (registration)
+from halbench.kernels.ops import common, conv, data, matmul, order, pool, winograd  # noqa: F401  (registration)
 from halbench.kernels.ops.common import KERNELS
 
 __all__ = ["KERNELS"]
