@@ -294,7 +294,8 @@ def compile_graph(graph: Graph, options: CompileOptions, source: Mapping[str, An
     # A GEMM rounded to --precision stays a GEMM dispatch: the fused kernel computes in f32.
     g = run_pipeline(graph, options.dump_after, timings=pass_times,
                      fuse_attention_blocks=bool(options.fuse_attention) and options.precision == "fp32",
-                     merge_sibling_gemms=bool(options.merge_gemms), winograd_mode=str(options.winograd))
+                     merge_sibling_gemms=bool(options.merge_gemms), winograd_mode=str(options.winograd),
+                     precision=options.precision)
     timings["passes"] = time.perf_counter() - t0
     notes = _mark_precision(g, options)
     if options.convert_weights and options.precision in CONVERTED:

@@ -36,11 +36,13 @@ PASSES = ("parse", "inline_constants", "canonicalize", "fold_constants", "share_
 
 def run_pipeline(graph: Graph, dump_after: str | None = None, out: TextIO | None = None,
                  timings: dict[str, float] | None = None, fuse_attention_blocks: bool = True,
-                 merge_sibling_gemms: bool = True, winograd_mode: str = "auto") -> Graph:
+                 merge_sibling_gemms: bool = True, winograd_mode: str = "auto",
+                 precision: str = "fp32") -> Graph:
     """Run every pass in order; ``dump_after`` prints the IR after that pass (or ``all``).
     ``fuse_attention_blocks=False`` leaves attention blocks as separate dispatches, and
     ``merge_sibling_gemms=False`` sibling GEMMs (Q, K, V) as one dispatch each (A/B runs);
-    ``winograd_mode``: which 3x3 convolutions become Winograd F(2x2, 3x3) (passes/winograd.py)."""
+    ``winograd_mode``: which 3x3 convolutions become Winograd F(2x2, 3x3) (passes/winograd.py;
+    ``auto`` decides by the compile's ``precision``)."""
     if dump_after and dump_after != "all" and dump_after not in PASSES:
         raise UserError(f"unknown pass '{dump_after}' for --dump-after; passes: {', '.join(PASSES)}, all")
     out = out or sys.stdout
@@ -64,7 +66,7 @@ def run_pipeline(graph: Graph, dump_after: str | None = None, out: TextIO | None
     g = step("canonicalize", canonicalize, g)              # the broadcast copies nobody reads
     g = step("fold_reshapes", fold_reshapes, g)            # reshapes move no data: views
     g = step("fuse_pad", fuse_pad, g)                      # convs read padding in bounds checks
-    g = step("winograd", lambda x: winograd(x, winograd_mode), g)  # 3x3 convs: 2.25x fewer GEMM MACs
+    g = step("winograd", lambda x: winograd(x, winograd_mode, precision), g)  # 3x3 convs: 2.25x fewer GEMM MACs
     g = step("fuse_elementwise", fuse_elementwise, g)      # chains of element-wise ops: one body
     g = step("merge_gemms", lambda x: merge_gemms(x, merge_sibling_gemms), g)  # Q, K, V: one GEMM over N
     g = step("form_dispatches", form_dispatches, g)        # one root + epilogue per dispatch

@@ -156,3 +156,74 @@ def test_the_schema_refuses_a_transform_that_does_not_fit(patch, match) -> None:
 def test_bad_mode_is_a_one_line_error() -> None:
     with pytest.raises(UserError, match="winograd must be one of auto, on, off, got 'maybe'"):
         CompileOptions(winograd="maybe")
+
+
+def _conv_graph(n: int, c: int, h: int, w: int, co: int, seed: int = 3):
+    """One 3x3 convolution (padding 1) with a stored filter, then bias + ReLU: an IR graph (the
+    GPU machine has no ONNX front end)."""
+    from halbench.compiler.ir import Body, Graph, Node, Op, TensorType, Weight
+
+    rng = np.random.default_rng(seed)
+    g = Graph(name="wconv")
+    g.types = {"x": TensorType((n, c, h, w), "f32"), "w": TensorType((co, c, 3, 3), "f32"),
+               "bias": TensorType((co,), "f32"), "r": TensorType((n, co, h, w), "f32"),
+               "y": TensorType((n, co, h, w), "f32")}
+    wd = (rng.standard_normal((co, c, 3, 3)) / np.sqrt(9 * c)).astype(np.float32)
+    bd = rng.standard_normal(co).astype(np.float32)
+    g.weights = {"w": Weight("w", g.types["w"], wd), "bias": Weight("bias", g.types["bias"], bd)}
+    body = Body()
+    a, b = body.add(Node("arg", (), "f32", 0)), body.add(Node("arg", (), "f32", 1))
+    s = body.add(Node("addf", (a, b), "f32"))
+    zero = body.add(Node("const", (), "f32", 0.0))
+    body.yields = [body.add(Node("maximumf", (s, zero), "f32"))]
+    ident = tuple(("d", i) for i in range(4))
+    g.ops = [Op("conv2d", ["x", "w"], ["r"], {"layout": "nchw", "strides": [1, 1], "dilations": [1, 1],
+                                              "pads": [1, 1, 1, 1], "pad_value": 0.0}),
+             Op("generic", ["r", "bias"], ["y"], {"dims": [n, co, h, w], "iterators": ["parallel"] * 4,
+                                                  "maps": [ident, (("d", 1),), ident], "body": body,
+                                                  "reduce": [None], "inits": [None], "init_consts": [None]})]
+    g.inputs, g.outputs = [("x", "x")], [("y", "y")]
+    return g, wd, bd
+
+
+def _direct(x: np.ndarray, wd: np.ndarray, bd: np.ndarray) -> np.ndarray:
+    n, c, h, w = x.shape
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+    cols = np.stack([xp[:, :, a:a + h, b:b + w] for a in range(3) for b in range(3)], axis=2)  # n c 9 h w
+    y = np.einsum("nckhw,ock->nohw", cols, wd.reshape(wd.shape[0], c, 9).astype(np.float64))
+    return np.maximum(y + bd[None, :, None, None], 0.0)
+
+
+@pytest.mark.parametrize(("precision", "c", "taken"), [("fp32", 64, True), ("fp32", 32, False), ("tf32", 128, False),
+                                                       ("f16", 256, True), ("bf16", 256, True)])
+def test_auto_takes_what_the_h100_measured_faster(precision, c, taken) -> None:
+    from halbench.compiler.passes.winograd import auto_takes, winograd
+
+    g, _, _ = _conv_graph(1, c, 14, 14, c)
+    assert auto_takes(g.ops[0], g, precision) is taken
+    rewritten = winograd(g, "auto", precision)
+    assert any(op.kind == "winograd_input" for op in rewritten.ops) is taken
+    # fp32 wants enough 2x2 tiles as well: 1 x 7 x 7 / 4 -> 16 tiles is too few
+    small, _, _ = _conv_graph(1, 512, 7, 7, 512)
+    assert not auto_takes(small.ops[0], small, "fp32") and auto_takes(small.ops[0], small, "f16")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("precision", ["fp32", "tf32", "f16"])
+@pytest.mark.parametrize("api", ["cuda", "vulkan"])
+def test_gpu_matches_the_direct_convolution(api, precision, tmp_path) -> None:
+    """On the GPU (CUDA, NVIDIA's Vulkan): odd H and W, the bias + ReLU epilogue in the output
+    transform, at each precision, against a float64 direct convolution."""
+    from halbench.compiler.compile import compile_graph
+    from halbench.precision import TOLERANCE
+
+    g, wd, bd = _conv_graph(2, 64, 15, 13, 48)
+    cm = compile_graph(g, CompileOptions(target_devices=(api,), targets={api: "auto"}, winograd="on",
+                                         precision=precision))
+    kinds = [d.attrs["root"].kind for d in cm.graph.ops if d.kind == "dispatch"]
+    assert kinds == ["winograd_input", "batch_matmul", "winograd_output"]
+    path = tmp_path / "w.hbx"
+    cm.write(path)
+    x = np.random.default_rng(5).standard_normal((2, 64, 15, 13)).astype(np.float32)
+    (y,) = run_local(path, {"x": x}, f"{api}://")
+    assert rel_err(y, _direct(x, wd, bd)) < (1e-5 if precision == "fp32" else TOLERANCE[precision])

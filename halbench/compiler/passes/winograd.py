@@ -17,21 +17,27 @@ convolution are the output transform's epilogue (form_dispatches). Tiles that ov
 H or W read zeros and write nothing past the edge.
 
 Which convolutions: ``mode`` ``on`` takes every one that qualifies, ``off`` none, ``auto`` those
-whose GEMM work is large enough to pay for the two extra dispatches (AUTO_MIN_MACS, measured on
-the H100: passes/winograd.py's README section).
+the H100 measured faster (scripts/winograd_layers.py, ResNet-50 b1 / b8, per convolution, direct
+against the three dispatches): at fp32 those with at least AUTO_MIN_CHANNELS["fp32"] input and
+output channels and AUTO_MIN_TILES tiles (ResNet-50 b8 per stage, CUDA: 0.94 / 0.69 / 0.71 / 0.85
+of the direct time; b1's 7x7 stage, 16 tiles: 0.94-1.04, Vulkan 1.12-1.14); on the matrix units
+(tf32 / f16 / bf16), whose direct convolutions are 2-3x faster while the transforms cost the
+same, only those with at least 256 channels (b8 tf32: 1.6 / 1.06 / 0.59 / 0.55; f16: 2.07 / 1.31
+/ 0.75 / 0.62; b1 f16: 1.5 / 0.90 / 0.50 / 0.22).
 """
 
 from __future__ import annotations
 
 from halbench.compiler.ir import Graph, Op, TensorType, Weight
 
-__all__ = ["AUTO_MIN_MACS", "MODES", "eligible", "winograd"]
+__all__ = ["AUTO_MIN_CHANNELS", "AUTO_MIN_TILES", "MODES", "auto_takes", "eligible", "winograd"]
 
 MODES = ("auto", "on", "off")
 
-#: ``auto`` takes a convolution whose Winograd GEMMs (16 x Co x C x tiles multiply-adds) reach
-#: this many. Measured on the H100 (see the README's Winograd section).
-AUTO_MIN_MACS = 1 << 62
+#: ``auto``: the fewest input and output channels per precision, and the fewest 2x2 output
+#: tiles (N x ceil(H / 2) x ceil(W / 2)) at fp32 (see the module docstring)
+AUTO_MIN_CHANNELS = {"fp32": 64, "tf32": 256, "f16": 256, "bf16": 256}
+AUTO_MIN_TILES = 32
 
 
 def eligible(op: Op, g: Graph) -> bool:
@@ -52,14 +58,18 @@ def eligible(op: Op, g: Graph) -> bool:
             and yt.shape == (xt.shape[0], wt.type.shape[0], xt.shape[2], xt.shape[3]))
 
 
-def _macs(op: Op, g: Graph) -> int:
+def auto_takes(op: Op, g: Graph, precision: str = "fp32") -> bool:
+    """Whether ``auto`` rewrites the eligible convolution ``op`` compiled at ``precision``."""
     n, c, h, w = g.types[op.inputs[0]].shape
     co = g.weights[op.inputs[1]].type.shape[0]
-    return 16 * co * c * n * -(-h // 2) * -(-w // 2)
+    if min(c, co) < AUTO_MIN_CHANNELS.get(precision, AUTO_MIN_CHANNELS["fp32"]):
+        return False
+    return precision != "fp32" or n * -(-h // 2) * -(-w // 2) >= AUTO_MIN_TILES
 
 
-def winograd(graph: Graph, mode: str = "auto") -> Graph:
-    """Rewrite the convolutions ``mode`` picks (see the module docstring) as Winograd F(2x2, 3x3)."""
+def winograd(graph: Graph, mode: str = "auto", precision: str = "fp32") -> Graph:
+    """Rewrite the convolutions ``mode`` picks (see the module docstring) as Winograd F(2x2, 3x3);
+    ``precision``: the compile's --precision (what ``auto`` decides by)."""
     if mode not in MODES:
         raise ValueError(f"winograd mode {mode!r}; known: {', '.join(MODES)}")
     if mode == "off":
@@ -69,7 +79,7 @@ def winograd(graph: Graph, mode: str = "auto") -> Graph:
     sources: set[str] = set()
     changed = False
     for op in g.ops:
-        if not eligible(op, g) or (mode == "auto" and _macs(op, g) < AUTO_MIN_MACS):
+        if not eligible(op, g) or (mode == "auto" and not auto_takes(op, g, precision)):
             ops.append(op)
             continue
         changed = True
