@@ -65,6 +65,7 @@ class _Net(torch.nn.Module):
 
 @pytest.fixture(scope="module")
 def net(tmp_path_factory) -> tuple[Path, dict[str, np.ndarray]]:
+    pytest.importorskip("iree.compiler", reason="the ONNX front end (halbench[compiler]) is not installed")
     tmp = tmp_path_factory.mktemp("winograd")
     torch.manual_seed(0)
     path = tmp / "net.onnx"
