@@ -67,7 +67,7 @@ def main() -> int:
                 if len(res) < 2:
                     continue
                 print(f"\n{stem} {uri}: convolutions rewritten (B has more than one dispatch for them)")
-                print(f"| conv | Winograd MACs | A us | B us (dispatches) | B / A |")
+                print("| conv | Winograd MACs | A us | B us (dispatches) | B / A |")
                 print("|---|---|---|---|---|")
                 tot_a = tot_b = 0.0
                 for node, (b_us, nb, macs) in sorted(res["B"].items(), key=lambda kv: -kv[1][2]):

@@ -92,7 +92,7 @@ def test_only_qualifying_convolutions_are_rewritten(net, tmp_path) -> None:
     assert shapes["a.weight.winograd"] == [16, 20, 12] and shapes["b.weight.winograd"] == [16, 12, 20]
     assert {"s2.weight", "p.weight", "dl.weight"} <= names and "a.weight" not in names
     # two convolutions became three dispatches each; the epilogues joined the output transform
-    steps = lambda m: sum(1 for s in m["functions"][0]["steps"] if s["kind"] == "dispatch")  # noqa: E731
+    steps = lambda m: sum(1 for s in m["functions"][0]["steps"] if s["kind"] == "dispatch")
     assert steps(on) == steps(off) + 4
 
 
@@ -188,7 +188,7 @@ def _conv_graph(n: int, c: int, h: int, w: int, co: int, seed: int = 3):
 
 
 def _direct(x: np.ndarray, wd: np.ndarray, bd: np.ndarray) -> np.ndarray:
-    n, c, h, w = x.shape
+    _, c, h, w = x.shape
     xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
     cols = np.stack([xp[:, :, a:a + h, b:b + w] for a in range(3) for b in range(3)], axis=2)  # n c 9 h w
     y = np.einsum("nckhw,ock->nohw", cols, wd.reshape(wd.shape[0], c, 9).astype(np.float64))

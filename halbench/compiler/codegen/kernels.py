@@ -338,7 +338,7 @@ def _plan_winograd_output(c: _Ctx, t: Tuning) -> Plan:
     op = c.d.root
     mi = c.b(op.inputs[0])
     _, co, p_n = c.shape(mi)
-    n, _, h, w = c.g.types[op.outputs[0]].shape
+    _, _, h, w = c.g.types[op.outputs[0]].shape
     th_n, tw_n = (int(x) for x in op.attrs["tiles"])
     lines = [f"int tw = p % {tw_n}; int q = p / {tw_n}; int th = q % {th_n}; int n = q / {th_n};"]
     for k in range(16):
