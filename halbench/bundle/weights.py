@@ -7,13 +7,15 @@ compiler's local reference both call it, so they see the same values bit for bit
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from halbench.bundle.manifest import WeightDecl
 from halbench.dtypes import to_numpy
 from halbench.errors import UserError
+
+if TYPE_CHECKING:  # the schema calls transformed_shape: no import of the manifest at run time
+    from halbench.bundle.manifest import WeightDecl
 
 __all__ = ["RANDOM_INIT", "RANDOM_SEED", "TRANSFORMS", "f32_to_bf16", "random_weight", "randomize_onnx",
            "round_to", "transform_weight", "transformed_shape", "weight_array", "weight_digest",
