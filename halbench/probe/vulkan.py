@@ -56,6 +56,14 @@ DRIVER = "vulkan"
 # members in declaration order). A struct is chained only when the device has that core
 # version or the extension. Structs the binding lacks (VK_KHR_shader_bfloat16, newer than
 # vulkan 1.3.275) use their raw sType and a header + VkBool32 layout of our own.
+#: VkPhysicalDeviceCooperativeMatrix2FeaturesNV (VK_NV_cooperative_matrix2, newer than the
+#: binding): its sType and VkBool32 members in order (the Vulkan driver enables from the same list)
+NV_COOP2_STYPE = 1000593000
+NV_COOP2_MEMBERS = ("cooperativeMatrixWorkgroupScope", "cooperativeMatrixFlexibleDimensions",
+                    "cooperativeMatrixReductions", "cooperativeMatrixConversions",
+                    "cooperativeMatrixPerElementOperations", "cooperativeMatrixTensorAddressing",
+                    "cooperativeMatrixBlockLoads")
+
 _FEATURE_STRUCTS: tuple[tuple[str, str | int, tuple[int, int] | None, str, tuple[str, ...]], ...] = (
     ("VkPhysicalDevice16BitStorageFeatures", "VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES",
      (1, 1), "VK_KHR_16bit_storage", ("storageBuffer16BitAccess",)),
@@ -81,11 +89,8 @@ _FEATURE_STRUCTS: tuple[tuple[str, str | int, tuple[int, int] | None, str, tuple
     ("VkPhysicalDeviceCooperativeMatrixFeaturesKHR",
      "VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR",
      None, "VK_KHR_cooperative_matrix", ("cooperativeMatrix", "cooperativeMatrixRobustBufferAccess")),
-    ("VkPhysicalDeviceCooperativeMatrix2FeaturesNV", 1000593000,
-     None, "VK_NV_cooperative_matrix2",
-     ("cooperativeMatrixWorkgroupScope", "cooperativeMatrixFlexibleDimensions", "cooperativeMatrixReductions",
-      "cooperativeMatrixConversions", "cooperativeMatrixPerElementOperations",
-      "cooperativeMatrixTensorAddressing", "cooperativeMatrixBlockLoads")),
+    ("VkPhysicalDeviceCooperativeMatrix2FeaturesNV", NV_COOP2_STYPE, None, "VK_NV_cooperative_matrix2",
+     NV_COOP2_MEMBERS),
     ("VkPhysicalDeviceShaderBfloat16FeaturesKHR", 1000141000,
      None, "VK_KHR_shader_bfloat16",
      ("shaderBFloat16Type", "shaderBFloat16DotProduct", "shaderBFloat16CooperativeMatrix")),

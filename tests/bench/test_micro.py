@@ -127,19 +127,25 @@ def test_fma_variants_count_their_chains(device, params) -> None:
         mb.close()
 
 
+def _gemm_right_and_a_wrong_output_caught(mb, n: int) -> None:
+    """The GEMM's output passes its check, then eight 1.0s written into C (row 77 of n columns)
+    fail it; ``mb`` is closed either way."""
+    try:
+        mb.run()
+        assert mb.check()["passed"]
+        mb._buffers[2].write(b"\x00\x3c" * 8, offset=2 * (n * 77 + 64))  # eight 1.0s where C was
+        assert not mb.check()["passed"]
+    finally:
+        mb.close()
+
+
 @pytest.mark.parametrize("kind", ["gemm-f16", "gemm-bf16"])
 def test_gemm_wrong_output_is_caught(device, kind) -> None:
     try:
         mb = prepare_micro(kind, device, {"m": 128, "n": 128, "k": 64})
     except Unsupported as e:
         pytest.skip(str(e))
-    try:
-        mb.run()
-        assert mb.check()["passed"]
-        mb._buffers[2].write(b"\x00\x3c" * 8, offset=2 * (128 * 77 + 64))  # eight 1.0s where C was
-        assert not mb.check()["passed"]
-    finally:
-        mb.close()
+    _gemm_right_and_a_wrong_output_caught(mb, 128)
 
 
 @pytest.mark.parametrize(("kind", "params", "match"), [
@@ -196,10 +202,4 @@ def test_workgroup_scope_gemm_runs_and_checks(device, mma, tile, invocations) ->
     except Unsupported as e:
         assert "VK_NV_cooperative_matrix2" in str(e)
         pytest.skip(str(e))
-    try:
-        mb.run()
-        assert mb.check()["passed"]
-        mb._buffers[2].write(b"\x00\x3c" * 8, offset=2 * (256 * 77 + 64))  # eight 1.0s where C was
-        assert not mb.check()["passed"]
-    finally:
-        mb.close()
+    _gemm_right_and_a_wrong_output_caught(mb, 256)

@@ -154,6 +154,23 @@ def test_the_schema_refuses_a_transform_that_does_not_fit(patch, match) -> None:
         WeightDoc.model_validate({**doc, **patch})
 
 
+@pytest.mark.parametrize("kernel", ["hb.winograd_input", "hb.winograd_output"])
+def test_a_damaged_tiles_attribute_is_refused_before_anything_is_sized_from_it(kernel) -> None:
+    """A crafted bundle's local kernel attrs: ``tiles`` that do not fit the image is a one-line
+    error, not a huge allocation or a crash."""
+    from halbench.kernels.ops.common import KERNELS
+
+    x = np.zeros((1, 4, 6, 5), np.float32) if kernel.endswith("input") else np.zeros((16, 4, 9), np.float32)
+    op = {"tiles": [1 << 30, 3], "out_shape": [1, 4, 6, 5]}
+    with pytest.raises(UserError, match="tiles \\[1073741824, 3\\] do not fit its 6x5 image") as e:
+        KERNELS[kernel](op, [x])
+    assert "\n" not in str(e.value)
+    if kernel.endswith("output"):  # right tiles, but the GEMM result is not what they make
+        with pytest.raises(UserError, match="reads \\[16, 4, 12\\], not the \\[16, 4, 9\\]"):
+            KERNELS[kernel]({"tiles": [3, 3], "out_shape": [1, 4, 6, 5]}, [np.zeros((16, 4, 12), np.float32)])
+        assert KERNELS[kernel]({"tiles": [3, 3], "out_shape": [1, 4, 6, 5]}, [x])[0].shape == (1, 4, 6, 5)
+
+
 def test_bad_mode_is_a_one_line_error() -> None:
     with pytest.raises(UserError, match="winograd must be one of auto, on, off, got 'maybe'"):
         CompileOptions(winograd="maybe")
@@ -217,7 +234,9 @@ def test_gpu_matches_the_direct_convolution(api, precision, tmp_path) -> None:
     transform, at each precision, against a float64 direct convolution."""
     from halbench.compiler.compile import compile_graph
     from halbench.precision import TOLERANCE
+    from tests.compiler.helpers import device_or_skip
 
+    uri = device_or_skip(f"{api}://")
     g, wd, bd = _conv_graph(2, 64, 15, 13, 48)
     cm = compile_graph(g, CompileOptions(target_devices=(api,), targets={api: "auto"}, winograd="on",
                                          precision=precision))
@@ -226,5 +245,5 @@ def test_gpu_matches_the_direct_convolution(api, precision, tmp_path) -> None:
     path = tmp_path / "w.hbx"
     cm.write(path)
     x = np.random.default_rng(5).standard_normal((2, 64, 15, 13)).astype(np.float32)
-    (y,) = run_local(path, {"x": x}, f"{api}://")
+    (y,) = run_local(path, {"x": x}, uri)
     assert rel_err(y, _direct(x, wd, bd)) < (1e-5 if precision == "fp32" else TOLERANCE[precision])

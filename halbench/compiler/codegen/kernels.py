@@ -308,10 +308,10 @@ def _plan_winograd_input(c: _Ctx, t: Tuning) -> Plan:
     once (zero outside the input: each load is guarded by its bounds) and writes its 16 values,
     neighbouring threads on neighbouring tiles."""
     op = c.d.root
-    n, ch, h, w = c.shape(0)
+    o, xi = c.b(op.outputs[0], True), c.b(op.inputs[0])
+    n, ch, h, w = c.shape(xi)
     th_n, tw_n = (int(x) for x in op.attrs["tiles"])
     p_n = n * th_n * tw_n
-    o, xi = c.b(op.outputs[0], True), c.b(op.inputs[0])
     lines = [f"int tw = p % {tw_n}; int q = p / {tw_n}; int th = q % {th_n}; int n = q / {th_n};",
              "int y0 = 2 * th - 1; int x0 = 2 * tw - 1;"]
     for a in range(4):
@@ -341,8 +341,8 @@ def _plan_winograd_output(c: _Ctx, t: Tuning) -> Plan:
     _, _, h, w = c.g.types[op.outputs[0]].shape
     th_n, tw_n = (int(x) for x in op.attrs["tiles"])
     lines = [f"int tw = p % {tw_n}; int q = p / {tw_n}; int th = q % {th_n}; int n = q / {th_n};"]
-    for k in range(16):
-        lines.append(f"float m{k // 4}{k % 4} = float({c.L.load(mi, c.dtype(mi), f'{k} * {co * p_n} + k * {p_n} + p')});")
+    for t_ in range(16):  # (the kernel's own k is its output channel)
+        lines.append(f"float m{t_ // 4}{t_ % 4} = float({c.L.load(mi, c.dtype(mi), f'{t_} * {co * p_n} + k * {p_n} + p')});")
     # A^T = [[1, 1, 1, 0], [0, 1, -1, -1]]: first down the rows i, then along j
     for j in range(4):
         lines.append(f"float s0{j} = m0{j} + m1{j} + m2{j}; float s1{j} = m1{j} - m2{j} - m3{j};")

@@ -3,9 +3,9 @@
 A ``conv2d`` (NCHW, one group) with a constant 3x3 filter, stride 1, dilation 1 and padding 1
 computes each 2x2 output tile from a 4x4 input tile (Lavin and Gray, 2015):
 
-    V[t, c, p]  = (B^T d B)[t]    the input tile of pixel tile p, channel c   (generic)
+    V[t, c, p]  = (B^T d B)[t]    the input tile of pixel tile p, channel c   (winograd_input)
     M[t, k, p]  = sum_c U[t, k, c] V[t, c, p]                                  (batch_matmul)
-    Y[n, k, y, x] = (A^T M A)[y % 2, x % 2] of tile p = (n, y / 2, x / 2)      (generic)
+    Y[n, k, y, x] = (A^T M A)[y % 2, x % 2] of tile p = (n, y / 2, x / 2)      (winograd_output)
 
 with U = G g G^T the filter transformed at compile time (bundle.weights.winograd_filter, THE
 definition the runtime also uses for seeded-random weights). The GEMMs do 16 multiply-adds per

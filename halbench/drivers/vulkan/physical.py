@@ -12,6 +12,7 @@ from typing import Any
 
 from halbench.drivers.vulkan._vk import ffi, instance, vk, vk_errors
 from halbench.probe.info import DeviceInfo, Features, Identity, Limits, QueueFamily, Timing
+from halbench.probe.vulkan import NV_COOP2_MEMBERS, NV_COOP2_STYPE
 
 __all__ = [
     "BASELINE_FEATURES",
@@ -45,14 +46,9 @@ OPTIONAL_FEATURES = {
 OPTIONAL_EXTENSIONS = ("VK_KHR_push_descriptor", "VK_KHR_calibrated_timestamps", "VK_EXT_calibrated_timestamps",
                        "VK_KHR_cooperative_matrix", "VK_NV_cooperative_matrix2")
 
-#: VkPhysicalDeviceCooperativeMatrix2FeaturesNV (VK_NV_cooperative_matrix2, newer than the vulkan
-#: binding): its sType and VkBool32 members in order. halbench enables the first two: cooperative
-#: matrices of workgroup scope and of flexible dimensions (the peaks suite's ``gemm-f16 mma: 2``).
-NV_COOP2_STYPE = 1000593000
-NV_COOP2_MEMBERS = ("cooperativeMatrixWorkgroupScope", "cooperativeMatrixFlexibleDimensions",
-                    "cooperativeMatrixReductions", "cooperativeMatrixConversions",
-                    "cooperativeMatrixPerElementOperations", "cooperativeMatrixTensorAddressing",
-                    "cooperativeMatrixBlockLoads")
+#: Of VkPhysicalDeviceCooperativeMatrix2FeaturesNV (the probe's layout), halbench enables the
+#: first two: cooperative matrices of workgroup scope and of flexible dimensions (the peaks
+#: suite's ``gemm-f16 mma: 2 / 3``).
 NV_COOP2_ENABLED = NV_COOP2_MEMBERS[:2]
 
 
