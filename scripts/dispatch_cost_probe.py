@@ -1,0 +1,203 @@
+"""What a dependent dispatch costs beyond its kernel, per API, and what that cost depends on.
+
+A model's Vulkan time on NVIDIA exceeds its CUDA graph's by about 1.8 us per barrier
+(scripts/barrier_probe.py), while 100 chained dispatches of one no-op pipeline differ by only
+0.6 us a dispatch (peak/latency/chain). This probe times chains of 100 dependent dispatches (a
+barrier between each, the chain timed whole by two timestamps, as a model is), varying one
+thing at a time:
+
+- one pipeline / two alternating / 100 distinct pipelines (the same code, a different constant);
+- 1 workgroup / 264 workgroups of 256 invocations (2 per SM on an H100);
+- shared memory: none / 40 KiB in every other kernel;
+- the buffer bound: the same / two alternating;
+- Vulkan's dispatch ABI: descriptors (push descriptors where the device has them) / BDA;
+- no barriers (the kernels alone).
+
+Each kernel reads and rewrites one float per invocation (bounds-checked against n), so a
+chain's dispatches depend on each other through memory.
+
+Usage:
+  python scripts/dispatch_cost_probe.py build OUT   # here: SPIR-V (glslang) and sm_90 cubins (NVRTC)
+  python scripts/dispatch_cost_probe.py run OUT [vulkan://0 cuda://0]   # on the GPU machine
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import numpy as np
+
+_GLSL = """
+layout(local_size_x = 256) in;
+#if SH
+shared float sh[SH];
+#endif
+void main() {
+  uint n = CONST(0), i = gl_GlobalInvocationID.x;
+  float v = i < n ? B0(i) : 0.0;
+#if SH
+  sh[gl_LocalInvocationID.x % SH] = v;
+  barrier();
+  v = sh[(gl_LocalInvocationID.x + 1u) % SH];
+#endif
+  if (i < n) B0(i) = v * 0.5 + float(ID);
+}
+"""
+
+_CUDA = r"""
+typedef unsigned int uint;
+extern "C" __global__ void __launch_bounds__(256) micro(float* buf, uint n) {
+  uint i = blockIdx.x * 256u + threadIdx.x;
+  float v = i < n ? buf[i] : 0.0f;
+#if SH
+  __shared__ float sh[SH];
+  sh[threadIdx.x % SH] = v;
+  __syncthreads();
+  v = sh[(threadIdx.x + 1u) % SH];
+#endif
+  if (i < n) buf[i] = v * 0.5f + (float)ID;
+}
+"""
+
+_IDS = 100
+_SHARED = 10240  # floats: 40 KiB
+
+
+def _glsl(abi: str) -> str:
+    from halbench.compiler.codegen import micro_glsl as mg
+
+    if abi == "descriptors":
+        buf = "DECLARE_BUF(0, float, buf0)\n#define B0(j) buf0[j]\n"
+    else:
+        buf = ("layout(buffer_reference, scalar) buffer Ref0 { float v[]; };\n"
+               "#define B0(j) Ref0(pc.table.addr[0]).v[j]\n")
+    return mg._COMMON + (mg._DESCRIPTORS if abi == "descriptors" else mg._BDA) + mg._push("copy", abi) + buf + _GLSL
+
+
+def build(out: Path) -> None:
+    from halbench.compiler.backends.glslang import compile_glsl
+    from halbench.compiler.backends.nvrtc import compile_cuda
+
+    out.mkdir(parents=True, exist_ok=True)
+    index = []
+    for sh in (0, _SHARED):
+        for i in range(_IDS):
+            if sh and i > 1:
+                continue
+            for abi in ("descriptors", "bda"):
+                spv = compile_glsl(_glsl(abi), {"ID": i, "SH": sh}, name=f"probe_{abi}_{i}_{sh}")
+                name = f"vk-{abi}-{i}-{sh}.spv"
+                (out / name).write_bytes(spv)
+                index.append({"api": "vulkan", "abi": abi, "id": i, "shared": sh, "file": name})
+            cubin = compile_cuda(f"#define ID {i}\n#define SH {sh}\n" + _CUDA, arch="sm_90", name=f"probe_{i}_{sh}")
+            name = f"cuda-{i}-{sh}.cubin"
+            (out / name).write_bytes(cubin)
+            index.append({"api": "cuda", "id": i, "shared": sh, "file": name})
+    (out / "index.json").write_text(json.dumps(index, indent=1))
+    print(f"{len(index)} kernels in {out}")
+
+
+def _exe(dev, root: Path, row: dict):
+    from halbench.hal import EntryPoint, ExecutableBinary
+
+    if row["api"] == "vulkan":
+        fmt = "vulkan-spirv-bda-v1" if row["abi"] == "bda" else "vulkan-spirv-descriptors-v1"
+        entry = EntryPoint("main", 1, 1, (256, 1, 1))
+        target = "spirv1.6"
+    else:
+        fmt = "cuda-cubin-v1"
+        entry = EntryPoint("micro", 1, 1, (256, 1, 1), 0)
+        target = "sm_90"
+    return dev.load_executable(ExecutableBinary(fmt, (root / row["file"]).read_bytes(), (entry,), target)), entry.name
+
+
+def _chain(dev, exes, groups: int, bufs, barriers: bool = True, dispatches: int = 100):
+    cb = dev.command_buffer(profile=True, dispatch_times=False)
+    n = groups * 256
+    for i in range(dispatches):
+        if barriers and i:
+            cb.barrier()
+        exe, entry = exes[i % len(exes)]
+        cb.dispatch(exe, entry, (groups, 1, 1), [bufs[i % len(bufs)]], [n])
+    cb.end()
+    return cb
+
+
+def _time(dev, cb, runs: int) -> list[float]:
+    out = []
+    for _ in range(runs):
+        sub = dev.submit(cb)
+        sub.wait(timeout_s=60)
+        out.append(sub.profile().total_ns / 1e3)
+    return out
+
+
+def run(root: Path, uris: list[str]) -> None:
+    import halbench
+
+    index = json.loads((root / "index.json").read_text())
+    results: dict[tuple[str, str], float] = {}
+    for uri in uris:
+        api = uri.split(":")[0]
+        abis = ("descriptors", "bda") if api == "vulkan" else (None,)
+        for abi in abis:
+            dev = halbench.create_device(uri)
+            try:
+                def pick(i: int, sh: int = 0, api=api, abi=abi, dev=dev):
+                    row = next(r for r in index if r["api"] == api and r["id"] == i and r["shared"] == sh
+                               and (abi is None or r["abi"] == abi))
+                    return _exe(dev, root, row)
+
+                one = [pick(0)]
+                two = [pick(0), pick(1)]
+                many = [pick(i) for i in range(_IDS)]
+                shared = [pick(0), pick(1, _SHARED)]
+                big = 264
+                b1 = dev.allocate(big * 256 * 4)
+                b2 = dev.allocate(big * 256 * 4)
+                for b in (b1, b2):
+                    b.write(np.zeros(big * 256, np.float32))
+                variants = {
+                    "1 pipeline, 1 wg": _chain(dev, one, 1, [b1]),
+                    "2 pipelines, 1 wg": _chain(dev, two, 1, [b1]),
+                    "100 pipelines, 1 wg": _chain(dev, many, 1, [b1]),
+                    "1 pipeline, 264 wg": _chain(dev, one, big, [b1]),
+                    "2 pipelines, 264 wg": _chain(dev, two, big, [b1]),
+                    "100 pipelines, 264 wg": _chain(dev, many, big, [b1]),
+                    "2 pipelines, 40 KiB shared in one, 264 wg": _chain(dev, shared, big, [b1]),
+                    "1 pipeline, 2 buffers, 264 wg": _chain(dev, one, big, [b1, b2]),
+                    "100 pipelines, 264 wg, no barriers": _chain(dev, many, big, [b1], barriers=False),
+                }
+                for cb in variants.values():  # clocks up
+                    _time(dev, cb, 20)
+                times: dict[str, list[float]] = {k: [] for k in variants}
+                for _ in range(8):
+                    for k, cb in variants.items():
+                        times[k] += _time(dev, cb, 10)
+                label = f"{uri}" + (f" ({abi})" if abi else "")
+                for k, v in times.items():
+                    results[(label, k)] = statistics.median(v)
+                    print(f"{label:28s} {k:44s} {statistics.median(v):8.1f} us  "
+                          f"({statistics.median(v) / 100:.2f} us a dispatch)", flush=True)
+                for cb in variants.values():
+                    cb.release()
+            finally:
+                dev.close()
+    labels = sorted({k[0] for k in results})
+    kinds = list(dict.fromkeys(k[1] for k in results))
+    print("\n| 100 dependent dispatches, us | " + " | ".join(labels) + " |")
+    print("|---|" + "---|" * len(labels))
+    for k in kinds:
+        print(f"| {k} | " + " | ".join(f"{results.get((lab, k), float('nan')):.1f}" for lab in labels) + " |")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 3 or sys.argv[1] not in ("build", "run"):
+        sys.exit(__doc__)
+    if sys.argv[1] == "build":
+        build(Path(sys.argv[2]))
+    else:
+        run(Path(sys.argv[2]), sys.argv[3:] or ["vulkan://0", "cuda://0"])
