@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from halbench import tools
 from halbench.drivers.vulkan import _vk
 from halbench.drivers.vulkan._vk import check, ffi, lib, vk
-from halbench.errors import UserError
+from halbench.errors import DriverError, UserError
 from halbench.files import atomic_write
 from halbench.hal import EntryPoint, Executable, ExecutableBinary
 
@@ -163,8 +163,16 @@ class VulkanExecutable(Executable):
             "flags": vk.VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR if dev.pipeline_statistics else 0})
         out = ffi.new("VkPipeline*")
         try:
-            check(lib.vkCreateComputePipelines(h, dev.pipeline_cache.handle, 1, cp_info, ffi.NULL, out),
-                  f"vkCreateComputePipelines for entry '{ep.name}'", dev)
+            code = lib.vkCreateComputePipelines(h, dev.pipeline_cache.handle, 1, cp_info, ffi.NULL, out)
+            if code == vk.VK_ERROR_UNKNOWN:
+                # NVIDIA's driver answers so for a valid kernel it cannot fit (seen on the H100 for
+                # workgroup-scope cooperative matrices of large tiles): say what to do instead
+                raise DriverError("vulkan", "VK_ERROR_UNKNOWN",
+                                  f"the driver of {dev.uri} could not build entry '{ep.name}' (vkCreateComputePipelines; "
+                                  f"the SPIR-V passed validation): it may need more shared memory, registers or "
+                                  f"matrix resources than one workgroup gets there; use a smaller tile or another "
+                                  f"variant")
+            check(code, f"vkCreateComputePipelines for entry '{ep.name}'", dev)
         except BaseException:
             lib.vkDestroyPipelineLayout(h, layout, ffi.NULL)
             if set_layout is not None:
