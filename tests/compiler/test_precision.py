@@ -253,6 +253,24 @@ def test_f32_operands_load_as_float4_from_the_right_binding(case, operand):
     assert re.findall(r"q = V(\d+)\[", srcs["descriptors"])[0] == str(want)
 
 
+@pytest.mark.parametrize("hw,vector", [(8, True), (7, False)])
+def test_vulkan_1x1_conv_reads_its_input_4_pixels_at_a_time(hw, vector):
+    """A 1x1 stride-1 convolution's B (its input) is contiguous along n within an image: the
+    cooperative-matrix GEMM of --precision f16 loads it as float4 where an image's pixels come in
+    whole 4s (8x8), and element by element where a run would cross into the next image (7x7)."""
+    from halbench.compiler.codegen.glsl import glsl_sources
+
+    g, d = _with_precision(cc.conv("nchw", 2, 64, hw, hw, 48, (1, 1), 1, 1, (0, 0, 0, 0), epilogue=True), "f16")
+    plan, srcs = glsl_sources(d, g, "h100", abis=("descriptors",))
+    assert plan.template == "gemm_mma.j2"
+    x = d.inputs.index("x")
+    run = rf"q = V{x}\[\(\(n / {hw * hw}\) \* {64 * hw * hw} \+ k \* {hw * hw} \+ n % {hw * hw}\) / 4\]"
+    assert bool(re.search(run, srcs["descriptors"])) is vector
+    # else the pixel of each owned column once, the filter tap per step (kernels._portable_im2col)
+    assert ("int xb = hb_xb0;" in srcs["descriptors"]) is not vector
+    assert "hb_im2col(b, k, n)" not in srcs["descriptors"]
+
+
 def test_cuda_without_tf32_units_rounds_on_the_scalar_gemm():
     """sm_75 has f16 WMMA but neither bf16 nor tf32: those stay scalar, operands rounded."""
     from halbench.compiler.codegen.cuda import cuda_source
