@@ -8,6 +8,7 @@ the largest difference from the first device, the sums per op kind, and the tota
 
 from __future__ import annotations
 
+import argparse
 import re
 import sys
 import time
@@ -22,12 +23,12 @@ from halbench.runtime import Module
 
 
 def main() -> None:
-    args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    top = int(sys.argv[sys.argv.index("--top") + 1]) if "--top" in sys.argv else 25
-    if "--top" in sys.argv:
-        args.remove(str(top))
-    path = Path(args[0])
-    uris = args[1:] or ["cuda://0", "vulkan://0"]
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("bundle", type=Path, help="MODEL-bBATCH-TAG.hbx")
+    ap.add_argument("devices", nargs="*", default=["cuda://0", "vulkan://0"])
+    ap.add_argument("--top", type=int, default=25, help="dispatches listed (largest difference first)")
+    a = ap.parse_args()
+    path, uris, top = a.bundle, a.devices, a.top
     m = re.fullmatch(r"(.+)-b(\d+)-([A-Za-z0-9]+)\.hbx", path.name)
     if not m:
         sys.exit(f"{path.name}: name it MODEL-bBATCH-TAG.hbx")

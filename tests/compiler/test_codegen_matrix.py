@@ -55,6 +55,13 @@ def conv_case(dtype: str = "f16"):
     return _as_dtype(g, ["x", "w", "r"], dtype), d
 
 
+def conv1x1_case(dtype: str = "f16"):
+    """A 1x1 NCHW conv of two 8x8 images with bias + ReLU: its input read 8 f16 at a time, the
+    runs crossing from one image to the next (kernels.py's b_run)."""
+    g, d = cc.conv("nchw", 2, 64, 8, 8, 48, (1, 1), 1, 1, (0, 0, 0, 0), epilogue=True)
+    return _as_dtype(g, ["x", "w", "r"], dtype), d
+
+
 def capabilities(spirv: bytes) -> set[int]:
     words = struct.unpack(f"<{len(spirv) // 4}I", spirv)
     caps, i = set(), 5
@@ -228,6 +235,7 @@ GPU_CASES = {
     "epilogue": lambda: matmul_case("odd_100x72x40", epilogue=True),
     "transposed": lambda: matmul_case("batch3_33x50x24", ta=True, tb=True),
     "conv": conv_case,
+    "conv1x1": conv1x1_case,
 }
 
 

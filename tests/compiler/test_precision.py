@@ -254,21 +254,38 @@ def test_f32_operands_load_as_float4_from_the_right_binding(case, operand):
 
 
 @pytest.mark.parametrize("hw,vector", [(8, True), (7, False)])
-def test_vulkan_1x1_conv_reads_its_input_4_pixels_at_a_time(hw, vector):
+@pytest.mark.parametrize("where", ["vulkan", "vulkan-f16-tensors", "sm_75"])
+def test_1x1_conv_reads_its_input_in_runs_of_pixels(where, hw, vector):
     """A 1x1 stride-1 convolution's B (its input) is contiguous along n within an image: the
-    cooperative-matrix GEMM of --precision f16 loads it as float4 where an image's pixels come in
-    whole 4s (8x8), and element by element where a run would cross into the next image (7x7)."""
+    cooperative-matrix / WMMA GEMM (gemm_mma.j2) loads it as float4 under --precision f16, or 8
+    f16 at once from an f16 tensor, where an image's pixels come in whole runs (8x8), and element by
+    element where a run would cross into the next image (7x7). sm_75's WMMA kernel compiles (NVRTC)."""
+    from halbench.compiler.codegen.cuda import cuda_source, generate_cuda
     from halbench.compiler.codegen.glsl import glsl_sources
+    from tests.compiler.test_codegen_matrix import _as_dtype
 
-    g, d = _with_precision(cc.conv("nchw", 2, 64, hw, hw, 48, (1, 1), 1, 1, (0, 0, 0, 0), epilogue=True), "f16")
-    plan, srcs = glsl_sources(d, g, "h100", abis=("descriptors",))
+    g, d = cc.conv("nchw", 2, 64, hw, hw, 48, (1, 1), 1, 1, (0, 0, 0, 0), epilogue=True)
+    if where == "vulkan-f16-tensors":
+        _as_dtype(g, ["x", "w", "r"], "f16")
+        width = 8
+    else:
+        d = _with_precision((g, d), "f16")[1]
+        width = 4
+    if where == "sm_75":
+        plan, src = cuda_source(d, g, "sm_75")
+        generate_cuda(d, g, "sm_75")
+        load = rf"reinterpret_cast<const float4\*>\(B{d.inputs.index('x')}\)"
+    else:
+        plan, srcs = glsl_sources(d, g, "h100", abis=("descriptors",))
+        src = srcs["descriptors"]
+        load = rf"V{d.inputs.index('x')}"
     assert plan.template == "gemm_mma.j2"
-    x = d.inputs.index("x")
-    run = rf"q = V{x}\[\(\(n / {hw * hw}\) \* {64 * hw * hw} \+ k \* {hw * hw} \+ n % {hw * hw}\) / 4\]"
-    assert bool(re.search(run, srcs["descriptors"])) is vector
-    # else the pixel of each owned column once, the filter tap per step (kernels._portable_im2col)
-    assert ("int xb = hb_xb0;" in srcs["descriptors"]) is not vector
-    assert "hb_im2col(b, k, n)" not in srcs["descriptors"]
+    n = hw * hw
+    run = rf"q = {load}\[\(\(n / {n}\) \* {64 * n} \+ k \* {n} \+ n % {n}\) / {width}\]"
+    assert bool(re.search(run, src)) is vector
+    if where != "sm_75":  # else the pixel of each owned column once, the tap per step (_portable_im2col)
+        assert ("int xb = hb_xb0;" in src) is not vector
+        assert "hb_im2col(b, k, n)" not in src
 
 
 def test_cuda_without_tf32_units_rounds_on_the_scalar_gemm():
