@@ -11,7 +11,8 @@ thing at a time:
 - shared memory: none / 40 KiB in every other kernel;
 - the buffer bound: the same / two alternating;
 - Vulkan's dispatch ABI: descriptors (push descriptors where the device has them) / BDA;
-- no barriers (the kernels alone).
+- no barriers (the kernels alone);
+- on Vulkan (BDA), the barrier itself: halbench's, full, shader read/write, one buffer, execution only.
 
 Each kernel reads and rewrites one float per invocation (bounds-checked against n), so a
 chain's dispatches depend on each other through memory.
@@ -114,7 +115,8 @@ def _exe(dev, root: Path, row: dict):
     return dev.load_executable(ExecutableBinary(fmt, (root / row["file"]).read_bytes(), (entry,), target)), entry.name
 
 
-def _chain(dev, exes, groups: int, bufs, barriers: bool = True, dispatches: int = 100):
+def _chain(dev, exes, groups: int, bufs, barriers: bool = True, dispatches: int = 100, dep=None):
+    """``dep``: a Vulkan VkDependencyInfo to record between the dispatches instead of halbench's."""
     cb = dev.command_buffer(profile=True, dispatch_times=False)
     n = groups * 256
     for i in range(dispatches):
@@ -122,8 +124,57 @@ def _chain(dev, exes, groups: int, bufs, barriers: bool = True, dispatches: int 
             cb.barrier()
         exe, entry = exes[i % len(exes)]
         cb.dispatch(exe, entry, (groups, 1, 1), [bufs[i % len(bufs)]], [n])
-    cb.end()
+    if dep is None:
+        cb.end()
+        return cb
+    keep, dev.compute_barrier = dev.compute_barrier, dep
+    try:
+        cb.end()
+    finally:
+        dev.compute_barrier = keep
     return cb
+
+
+def _barrier_kinds(dev, buf) -> dict:
+    """The ways to order one dispatch after another that Vulkan offers, as VkDependencyInfos."""
+    import vulkan as vk
+    from vulkan import ffi
+
+    s2 = vk.VK_PIPELINE_STAGE_2_COMPUTE_SHADER_BIT
+    keep = []
+
+    def dep(barrier=None, buffer=None):
+        info = {"sType": vk.VK_STRUCTURE_TYPE_DEPENDENCY_INFO}
+        if barrier is not None:
+            mb = ffi.new("VkMemoryBarrier2*", dict(sType=vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER_2, **barrier))
+            keep.append(mb)
+            info.update(memoryBarrierCount=1, pMemoryBarriers=mb)
+        if buffer is not None:
+            bb = ffi.new("VkBufferMemoryBarrier2*", dict(sType=vk.VK_STRUCTURE_TYPE_BUFFER_MEMORY_BARRIER_2,
+                                                          srcQueueFamilyIndex=0xFFFFFFFF,
+                                                          dstQueueFamilyIndex=0xFFFFFFFF,
+                                                          buffer=buf.vk_buffer, offset=buf.offset,
+                                                          size=2**64 - 1, **buffer))
+            keep.append(bb)
+            info.update(bufferMemoryBarrierCount=1, pBufferMemoryBarriers=bb)
+        d = ffi.new("VkDependencyInfo*", info)
+        keep.append(d)
+        return d
+
+    rw = vk.VK_ACCESS_2_SHADER_STORAGE_READ_BIT | vk.VK_ACCESS_2_SHADER_STORAGE_WRITE_BIT
+    out = {
+        "barrier: halbench's (compute storage)": dev.compute_barrier,
+        "barrier: full (all commands, memory)": dev.full_barrier,
+        "barrier: shader write -> read": dep({"srcStageMask": s2, "srcAccessMask": vk.VK_ACCESS_2_SHADER_WRITE_BIT,
+                                                  "dstStageMask": s2, "dstAccessMask": vk.VK_ACCESS_2_SHADER_READ_BIT}),
+        "barrier: on the one buffer": dep(buffer={"srcStageMask": s2,
+                                                      "srcAccessMask": vk.VK_ACCESS_2_SHADER_STORAGE_WRITE_BIT,
+                                                      "dstStageMask": s2, "dstAccessMask": rw}),
+        "barrier: execution only (no memory dep.)": dep({"srcStageMask": s2, "srcAccessMask": 0,
+                                                             "dstStageMask": s2, "dstAccessMask": 0}),
+    }
+    dev._probe_keep = keep
+    return out
 
 
 def _time(dev, cb, runs: int) -> list[float]:
@@ -171,6 +222,9 @@ def run(root: Path, uris: list[str]) -> None:
                     "1 pipeline, 2 buffers, 264 wg": _chain(dev, one, big, [b1, b2]),
                     "100 pipelines, 264 wg, no barriers": _chain(dev, many, big, [b1], barriers=False),
                 }
+                if api == "vulkan" and abi == "bda":  # the barrier's own kind, 1 pipeline, 264 wg
+                    for k, dep in _barrier_kinds(dev, b1).items():
+                        variants[k] = _chain(dev, one, big, [b1], dep=dep)
                 for cb in variants.values():  # clocks up
                     _time(dev, cb, 20)
                 times: dict[str, list[float]] = {k: [] for k in variants}
