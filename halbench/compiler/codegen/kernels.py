@@ -30,6 +30,7 @@ from halbench.compiler.codegen.lang import Lang, ctype, emit_body, lin
 from halbench.compiler.codegen.matrix import mma_context, mma_sync_context, vector_load
 from halbench.compiler.codegen.tuning import (
     GEMM_FRAGMENTS,
+    MMA_SPLIT_K,
     WGMMA_CONVS,
     WGMMA_MATMULS,
     GemmConfig,
@@ -889,7 +890,8 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
             whole = not _rule_splits(c) or (st is not None and mma_sync_takes_split(t, st, m, n, k, batch))
         else:
             wins = op.kind in ("matmul", "batch_matmul") or precision in ("f16", "bf16")
-            whole = not _rule_splits(c)
+            # the matrix GEMM splits K itself where the language has a device-scope fence
+            whole = not _rule_splits(c) or (MMA_SPLIT_K and c.L.scratch_ok)
         frag = mma_fragment(t, precision) if wins and whole else None
     else:
         frag = mma_fragment(t, in_dt) if c.dtype(ib) == in_dt else None
@@ -916,10 +918,24 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
         rounded = tuple(precision != "fp32" and c.dtype(i) == "f32" for i in operands)
         return _plan_mma_sync(c.L, st_, kind, rounded, problem, helpers, operands,
                               vec_off, vec4_off, b_run, batch, im2col, mma_sync_dynamic(t, st_, kind), split)
-    mt = mma_tiles(t, frag, m, n, k, batch) if frag is not None else None
+    # split-K as the rule splits the scalar GEMM (tuning.split_k), the slices' workgroups
+    # counted when the tiles are picked; each slice whole BK steps deep
+    sp = gemm_split(c.d, c.g) if frag is not None and MMA_SPLIT_K and c.L.scratch_ok else None
+    slices = sp.slices if sp is not None else 1
+    mt = mma_tiles(t, frag, m, n, k, batch * slices) if frag is not None else None
     if mt is not None:
         ctx, shared = mma_context(c.L, mt, precision if precision != "fp32" else in_dt)
         ctx.update(problem)
+        ctx["SPLIT"] = 1
+        if sp is not None and slices > 1:
+            per = -(-k // slices)
+            depth = -(-per // mt.bk) * mt.bk
+            slices = -(-k // depth)
+        if sp is not None and slices > 1:
+            ctx.update(SPLIT=slices, DEPTH=depth, PART=0, CTR=sp.partial_words,
+                       SB=len(c.d.values) + uses_extract(c.d), GX=-(-n // mt.bn), GY=-(-m // mt.bm))
+        else:
+            slices = 1
         if precision != "fp32":  # f32 operands: 4 per 16-byte vector; 16-bit ones (converted weights): 8
             vec_off = tuple(off if c.dtype(i) != "f32" else None  # type: ignore[assignment]
                             for i, off in zip(operands, vec_off))
@@ -946,7 +962,7 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
             if "hb_im2col" not in load_a:
                 helpers = [h for h in helpers if h[1] != "hb_im2col"]
         gx, gy = -(-n // mt.bn), -(-m // mt.bm)
-        p = Plan("gemm_mma.j2", ctx, (mt.threads, 1, 1), (gx, gy, batch), shared, helpers=helpers)
+        p = Plan("gemm_mma.j2", ctx, (mt.threads, 1, 1), (gx, gy, batch * slices), shared, helpers=helpers)
         p.vec4 = {i for i, off in zip(operands, vec_off) if off is not None}
         p.vec4 |= {i for i, off in zip(operands, vec4_off) if off is not None}
         p.features.add("mma")

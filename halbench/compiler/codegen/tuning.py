@@ -701,6 +701,11 @@ WGMMA_SPLIT_MAX = 4
 WGMMA_CONVS = False
 WGMMA_MATMULS = False
 
+#: The matrix-unit GEMM of gemm_mma.j2 (Vulkan cooperative matrix; CUDA WMMA before sm_80) splits
+#: K where the rule splits the scalar GEMM's (split_k), instead of leaving those GEMMs to the
+#: scalar one under --precision.
+MMA_SPLIT_K = True
+
 
 def wgmma_ok(t: Tuning, kind: str) -> bool:
     """Whether the CUDA target runs Hopper's warpgroup MMA (an arch-specific sm_90a target: it
