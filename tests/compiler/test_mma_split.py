@@ -2,10 +2,13 @@
 sm_80) under ``--precision f16``: a deep GEMM with few output tiles (ResNet-50's stage-4
 convolutions, a batch-1 projection) is cut along K into the slices the split rule picks
 (tuning.split_k), each slice a workgroup; the tile's last slice to finish adds the partial sums
-in slice order and runs the epilogue, as the scalar GEMM does (gemm.j2).
+in slice order and runs the epilogue, as the scalar GEMM does (gemm.j2). Where the schedule
+reserved scratch, more slices than the rule's are added until every compute unit has
+MMA_SPLIT_WARPS subgroups (tuning.mma_split_slices): the matrix GEMM does not prefetch its
+staging loads, so resident workgroups are what hides them.
 
-CI (no GPU): which GEMMs split, into slices of whole BK steps with none empty, within the
-scratch the schedule reserves, with the scratch binding; the SPIR-V passes spirv-val and NVRTC
+CI (no GPU): which GEMMs split, into slices of whole BK steps with none empty (a hypothesis
+property over shapes and rooms), within the scratch the schedule reserves, with the scratch binding; the SPIR-V passes spirv-val and NVRTC
 compiles the sm_75 WMMA kernel; with ``MMA_SPLIT_K`` off those GEMMs stay on the rounded scalar
 GEMM. On a GPU (``--gpu``): the split kernels run twice in a row (the tile counters must be back
 at zero after a run) against the rounding NumPy oracle, on the Vulkan cooperative matrix and,
@@ -16,6 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from halbench.compiler.codegen import kernels
 from tests.compiler import codegen_cases as cc
@@ -78,13 +83,57 @@ def test_split_off_keeps_those_gemms_on_the_rounded_scalar_gemm(monkeypatch):
 
 
 def test_a_wide_gemm_stays_whole():
-    """Enough output tiles to fill the machine: one slice, no counters, no scratch traffic."""
+    """Output tiles enough for several workgroups per compute unit (ResNet-50 b8's first 3x3
+    convolution, 64 x 25088 x 576): one slice, no counters, no scratch traffic."""
     from halbench.compiler.codegen.glsl import glsl_sources
 
-    g, d = _prec(cc.conv("nchw", 8, 64, 28, 28, 128, (3, 3), 1, 1, (1, 1, 1, 1)))
+    g, d = _prec(cc.conv("nchw", 8, 64, 56, 56, 64, (3, 3), 1, 1, (1, 1, 1, 1)))
     plan, src = glsl_sources(d, g, "h100", abis=("bda",))
     assert plan.template == "gemm_mma.j2" and plan.ctx["SPLIT"] == 1
     assert "Cs[0]" not in src["bda"] and plan.workgroups[2] == 1
+
+
+def test_split_fills_the_machine_beyond_the_rule():
+    """ResNet-50 b8's 128 -> 128 3x3 convolution at 28x28 (128 x 6272 x 1152): the rule leaves it
+    whole, 196 workgroups of 4 subgroups on the H100's 132 SMs; split-K adds slices until every
+    SM has MMA_SPLIT_WARPS subgroups (H100 Vulkan f16, ResNet-50 b8 2.98 -> 2.78 ms)."""
+    from halbench.compiler.codegen.glsl import glsl_sources
+    from halbench.compiler.codegen.tuning import MMA_SPLIT_MIN_DEPTH, MMA_SPLIT_WARPS, tuning_for
+
+    g, d = _prec(cc.conv("nchw", 8, 128, 28, 28, 128, (3, 3), 1, 1, (1, 1, 1, 1), epilogue=True))
+    sp = kernels.gemm_split(d, g)
+    assert sp is not None and sp.slices == 1 and sp.room > 1  # the rule: whole; scratch reserved
+    plan, _ = glsl_sources(d, g, "h100", abis=("bda",))
+    c, cus = plan.ctx, tuning_for("h100", "vulkan").compute_units
+    groups = c["GX"] * c["GY"]
+    assert plan.template == "gemm_mma.j2" and (c["BM"], c["BN"]) == (64, 64) and groups == 196
+    assert 1 < c["SPLIT"] <= sp.room and c["DEPTH"] >= MMA_SPLIT_MIN_DEPTH
+    assert groups * c["SPLIT"] * (plan.workgroup_size[0] // 32) >= MMA_SPLIT_WARPS * cus
+    assert groups * (c["SPLIT"] - 1) * (plan.workgroup_size[0] // 32) < MMA_SPLIT_WARPS * cus  # no more than needed
+
+
+@given(m=st.integers(1, 4096), n=st.integers(1, 8192), k=st.integers(16, 20000), batch=st.integers(1, 8),
+       room=st.integers(1, 16), rule=st.integers(1, 16))
+@settings(max_examples=300, deadline=None)
+def test_split_slices_are_whole_steps_within_the_room(m, n, k, batch, room, rule):
+    from halbench.compiler.codegen.tuning import (
+        MMA_SPLIT_MIN_DEPTH,
+        mma_fragment,
+        mma_split_slices,
+        mma_tiles,
+        tuning_for,
+    )
+
+    t = tuning_for("h100", "vulkan")
+    rule = min(rule, room)
+    tiles = mma_tiles(t, mma_fragment(t, "f16"), m, n, k, batch * rule)
+    s = mma_split_slices(t, tiles, m, n, k, batch, room, rule)
+    assert 1 <= s <= max(room, 1)
+    per = -(-k // s)
+    depth = -(-per // tiles.bk) * tiles.bk if s > 1 else k
+    assert -(-k // depth) == s  # no empty slice
+    if s > max(rule, 1):
+        assert depth >= MMA_SPLIT_MIN_DEPTH
 
 
 def test_sm75_wmma_splits_and_compiles():

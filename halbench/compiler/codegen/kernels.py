@@ -42,6 +42,7 @@ from halbench.compiler.codegen.tuning import (
     gemm_stages,
     gemm_tiles,
     mma_fragment,
+    mma_split_slices,
     mma_sync_dynamic,
     mma_sync_ok,
     mma_sync_split,
@@ -923,6 +924,8 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
     sp = gemm_split(c.d, c.g) if frag is not None and MMA_SPLIT_K and c.L.scratch_ok else None
     slices = sp.slices if sp is not None else 1
     mt = mma_tiles(t, frag, m, n, k, batch * slices) if frag is not None else None
+    if mt is not None and sp is not None:
+        slices = mma_split_slices(t, mt, m, n, k, batch, sp.room, slices)
     if mt is not None:
         ctx, shared = mma_context(c.L, mt, precision if precision != "fp32" else in_dt)
         ctx.update(problem)
