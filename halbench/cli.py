@@ -710,6 +710,11 @@ def inspect_cmd(bundle: str, device_uri: str | None, fmt: str) -> None:
                 gemm = (f"  gemm {c['bm']}x{c['bn']}x{c['bk']}/{c['tm']}x{c['tn']}"
                         f"{' split' + str(c['split']) if c.get('split', 1) > 1 else ''}"
                         f"{' runs' if c.get('runs') else ''} ({v.gemm['source']})")
+            if v.matrix:
+                x = v.matrix
+                gemm += (f"  {x['kernel']} {x['operands']} {x['bm']}x{x['bn']}x{x['bk']}"
+                         f"{' split' + str(x['split']) if x.get('split', 1) > 1 else ''}"
+                         f"{' stages' + str(x['stages']) if x.get('stages') else ''}")
             click.echo(f"         {v.format:28} {v.target:10} wg {'x'.join(map(str, v.workgroups))}{gemm}")
 
 

@@ -151,13 +151,17 @@ class Variant:
     #: a scalar f32 GEMM's problem, configuration and source ("tuned" or "rule"), as the manifest
     #: stores it (schema: manifest_schema.GemmChoiceDoc)
     gemm: Mapping[str, Any] | None = field(default=None, hash=False)
+    #: a matrix-unit GEMM's kernel, operand type, tiles, K slices and stages (schema:
+    #: manifest_schema.MatrixChoiceDoc)
+    matrix: Mapping[str, Any] | None = field(default=None, hash=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {"format": self.format, "target": self.target, "member": self.member,
                 "entry": self.entry.to_dict(), "workgroups": list(self.workgroups),
                 "constants": list(self.constants),
                 **({"requires": list(self.requires)} if self.requires else {}),
-                **({"gemm": dict(self.gemm)} if self.gemm else {})}
+                **({"gemm": dict(self.gemm)} if self.gemm else {}),
+                **({"matrix": dict(self.matrix)} if self.matrix else {})}
 
 
 
@@ -382,7 +386,8 @@ def _variant(v: Any) -> Variant:
     entry = EntryPoint(e.name, e.bindings, e.constants, tuple(e.workgroup_size), e.dynamic_shared_bytes)
     return Variant(v.format, v.target, v.member, entry, tuple(v.workgroups), tuple(v.constants),
                    tuple(v.requires),  # type: ignore[arg-type]
-                   v.gemm.model_dump(exclude_none=True) if v.gemm is not None else None)
+                   v.gemm.model_dump(exclude_none=True) if v.gemm is not None else None,
+                   v.matrix.model_dump(exclude_none=True) if v.matrix is not None else None)
 
 
 def _from_doc(doc: ManifestDoc) -> Manifest:

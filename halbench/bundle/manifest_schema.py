@@ -179,6 +179,19 @@ class GemmChoiceDoc(_Strict):
     source: Literal["tuned", "rule"]
 
 
+class MatrixChoiceDoc(_Strict):
+    """The matrix-unit GEMM a variant runs (--precision, or f16 / bf16 tensors): its kernel, the
+    fragments' operand type, its tiles, K slices and shared-memory stages."""
+
+    kernel: Literal["coopmat", "wmma", "mma.sync", "wgmma"]
+    operands: Literal["f16", "bf16", "tf32"]
+    bm: Annotated[int, Field(ge=1, le=512)]
+    bn: Annotated[int, Field(ge=1, le=512)]
+    bk: Annotated[int, Field(ge=1, le=512)]
+    split: Annotated[int, Field(ge=1, le=64)] = 1
+    stages: Annotated[int, Field(ge=1, le=16)] | None = None
+
+
 class VariantDoc(_Strict):
     format: Name
     target: Name = ""
@@ -191,6 +204,8 @@ class VariantDoc(_Strict):
                         Field(max_length=32)] = []
     #: a scalar f32 GEMM's configuration and where it came from (halbench tune's cache, or the rule)
     gemm: GemmChoiceDoc | None = None
+    #: a matrix-unit GEMM's kernel and tiles (the compiler's rule picked them)
+    matrix: MatrixChoiceDoc | None = None
 
     @model_validator(mode="after")
     def _constants(self) -> VariantDoc:

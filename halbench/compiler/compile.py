@@ -322,7 +322,7 @@ def compile_graph(graph: Graph, options: CompileOptions, source: Mapping[str, An
                 member = f"executables/{i}.{len(variants)}.{v.ext}"
                 members[member] = v.payload
                 variants.append(Variant(v.format, v.target, member, v.entry, v.workgroups, v.constants,
-                                        v.requires, v.gemm))
+                                        v.requires, v.gemm, v.matrix))
         executables.append(ExecutableDecl(i, f"dispatch_{i}_{_safe(d.attrs['name'])}", tuple(variants)))
     timings["codegen"] = time.perf_counter() - t1
     t2 = time.perf_counter()

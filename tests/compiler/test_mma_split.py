@@ -192,3 +192,53 @@ def test_split_runs_as_sm75_wmma_ptx_on_cuda(case):
         (v,) = generate_cuda(d, g, "sm_75", formats=("ptx",))  # the driver JIT-compiles it
         assert "nvcuda::wmma" in v.source and v.workgroups[2] > 1
         _against_oracle(dev, d, g, v, f"cuda sm_75 ptx/{case}")
+
+
+# -- what the bundle records ------------------------------------------------------------------
+
+def test_bundle_records_each_matrix_gemm_kernel_and_tiles(tmp_path):
+    """``inspect`` (and the manifest it reads, schema-checked) names the matrix kernel, its
+    operand type, tiles, K slices and stages per variant; fp32 bundles record none."""
+    pytest.importorskip("cuda.bindings.nvrtc")
+    import json
+
+    from click.testing import CliRunner
+
+    from halbench.bundle import read_bundle
+    from halbench.cli import main
+    from tests.compiler.test_precision import _onnx_gemm_conv
+
+    model = _onnx_gemm_conv(tmp_path)
+    out = {}
+    for precision in ("f16", "fp32"):
+        out[precision] = tmp_path / f"m-{precision}.hbx"
+        r = CliRunner().invoke(main, ["compile", str(model), "-o", str(out[precision]), "--target-device",
+                                      "vulkan,cuda", "--vulkan-target", "h100", "--cuda-target", "h100",
+                                      "--vulkan-dispatch-abi", "bda", "--cuda-formats", "cubin",
+                                      "--precision", precision])
+        assert r.exit_code == 0, r.output
+    conv = read_bundle(out["f16"]).manifest.executables[0]
+    vk, cu = conv.variants
+    assert vk.matrix["kernel"] == "coopmat" and vk.matrix["operands"] == "f16"
+    assert cu.matrix["kernel"] == "mma.sync" and cu.matrix["stages"] >= 2
+    for v in (vk, cu):
+        x = v.matrix
+        assert v.workgroups[2] == x.get("split", 1) and x["bm"] % 16 == 0 and x["bn"] % 8 == 0
+    r = CliRunner().invoke(main, ["inspect", str(out["f16"])])
+    assert r.exit_code == 0 and "coopmat f16 " in r.output and "mma.sync f16 " in r.output, r.output
+    r = CliRunner().invoke(main, ["inspect", str(out["f16"]), "--format", "json"])
+    doc = json.loads(r.output)
+    assert doc["executables"][0]["variants"][0]["matrix"]["kernel"] == "coopmat"
+    assert all(v.matrix is None for e in read_bundle(out["fp32"]).manifest.executables for v in e.variants)
+
+
+def test_manifest_refuses_an_unknown_matrix_kernel():
+    from pydantic import ValidationError
+
+    from halbench.bundle.manifest_schema import MatrixChoiceDoc
+
+    MatrixChoiceDoc.model_validate({"kernel": "wgmma", "operands": "bf16", "bm": 128, "bn": 256, "bk": 64})
+    for bad in ({"kernel": "tensor-cores"}, {"operands": "fp8"}, {"bm": 0}, {"split": 65}, {"extra": 1}):
+        with pytest.raises(ValidationError):
+            MatrixChoiceDoc.model_validate({"kernel": "coopmat", "operands": "f16", "bm": 64, "bn": 64, "bk": 32,
+                                            **bad})

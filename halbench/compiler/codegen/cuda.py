@@ -122,5 +122,6 @@ def generate_cuda(d: Any, g: Graph, target: Any = None, *, formats: Sequence[str
         except CompileError as e:
             numbered = "\n".join(f"{i + 1:4d} {ln}" for i, ln in enumerate(src.splitlines()))
             raise CompileError(f"{e}\n--- generated CUDA ({name}, {t.arch}) ---\n{numbered}") from None
-        out.append(GpuVariant(f"cuda-{fmt}-v1", t.arch, data, entry, plan.workgroups, (), src, fmt, gemm=plan.gemm))
+        out.append(GpuVariant(f"cuda-{fmt}-v1", t.arch, data, entry, plan.workgroups, (), src, fmt, gemm=plan.gemm,
+                              matrix=plan.matrix))
     return out

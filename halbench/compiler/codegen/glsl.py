@@ -159,7 +159,7 @@ def generate_vulkan(d: Any, g: Graph, target: Any = None, abi: str = "all", *,
         spirv = _compile(sources[a], name, validate)
         entry = EntryPoint("main", len(disp.values) + plan.status + plan.scratch, 0, plan.workgroup_size)
         out.append(GpuVariant(ABIS[a], t.name, spirv, entry, plan.workgroups, (), sources[a], "spv",
-                              spirv_requirements(spirv), plan.gemm))
+                              spirv_requirements(spirv), plan.gemm, plan.matrix))
     return out
 
 

@@ -114,6 +114,9 @@ class Plan:
     #: a scalar f32 GEMM's problem, configuration and where it came from ("tuned" or "rule"),
     #: recorded per variant in the bundle's manifest
     gemm: dict[str, Any] | None = None
+    #: a matrix-unit GEMM's kernel ("coopmat", "wmma", "mma.sync", "wgmma"), operand type, tiles,
+    #: K slices and stages, recorded per variant in the manifest (manifest_schema.MatrixChoiceDoc)
+    matrix: dict[str, Any] | None = None
     #: bytes of dynamic shared memory the kernel takes (CUDA: EntryPoint.dynamic_shared_bytes;
     #: the kernel declares it ``extern __shared__`` and carves its arrays itself)
     dynamic_shared: int = 0
@@ -969,6 +972,8 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
         p.vec4 = {i for i, off in zip(operands, vec_off) if off is not None}
         p.vec4 |= {i for i, off in zip(operands, vec4_off) if off is not None}
         p.features.add("mma")
+        p.matrix = _matrix_choice("coopmat" if c.L.name == "glsl" else "wmma",
+                                  precision if precision != "fp32" else in_dt, ctx, slices)
         return p
     sp = gemm_split(c.d, c.g)
     cfg, source, key = gemm_config(c, t, m, n, k, batch, sp)
@@ -1208,6 +1213,7 @@ def _plan_mma_sync(L: Lang, tiles: MmaTiles, kind: str, rounded: tuple[bool, boo
              dynamic_shared=dynamic)
     p.vec4 = vec
     p.features.add("mma")
+    p.matrix = _matrix_choice("mma.sync", kind, ctx, slices)
     return p
 
 
@@ -1254,6 +1260,7 @@ def _plan_wgmma(c: _Ctx, t: Tuning, kind: str, problem: dict[str, Any], ops: tup
              dynamic_shared=dynamic)
     p.vec4 = wgmma_vec_bindings(ctx)
     p.features.add("mma")
+    p.matrix = _matrix_choice("wgmma", kind, ctx, slices)
     return p
 
 
@@ -1264,6 +1271,15 @@ def _conv_shape(op: Op, im2col: dict[str, Any] | None, kind: str) -> dict[str, b
     copied = kind == "tf32" and im2col is not None and im2col.get("zero")
     return {"conv": op.kind == "conv2d",
             "gathered": im2col is not None and im2col.get("taps", 1) > 1 and not copied}
+
+
+def _matrix_choice(kernel: str, operands: str, ctx: dict[str, Any], slices: int) -> dict[str, Any]:
+    """What the manifest records of a matrix-unit GEMM (manifest_schema.MatrixChoiceDoc)."""
+    out = {"kernel": kernel, "operands": operands, "bm": ctx["BM"], "bn": ctx["BN"], "bk": ctx["BK"],
+           "split": slices}
+    if ctx.get("STAGES"):
+        out["stages"] = ctx["STAGES"]
+    return out
 
 
 def _rule_splits(c: _Ctx) -> bool:

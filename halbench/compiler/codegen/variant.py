@@ -26,6 +26,8 @@ class GpuVariant:
     requires: tuple[str, ...] = ()
     #: a scalar f32 GEMM's problem, configuration and its source (kernels.Plan.gemm)
     gemm: dict | None = None
+    #: a matrix-unit GEMM's kernel and tiles (kernels.Plan.matrix)
+    matrix: dict | None = None
 
     def binary(self) -> ExecutableBinary:
         return ExecutableBinary(self.format, self.payload, (self.entry,), self.target)
