@@ -318,3 +318,26 @@ def test_a_suite_that_would_do_nothing_or_fail_at_the_write_is_refused_keeping_o
     _one_line(r, 2, needle)
     assert out.read_text() == "old results"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json", "s.yaml"]
+
+
+def test_compiling_where_the_mlir_bindings_are_missing_is_one_line_naming_the_extra(tmp_path: Path,
+                                                                                     monkeypatch) -> None:
+    """A machine that only runs bundles (the GPU machine) has no iree-base-compiler: compile and
+    check say what to install instead of exiting 3 ("a bug in halbench")."""
+    from click.testing import CliRunner
+
+    from halbench.cli import main
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])
+    onnx.save(helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y]),
+                                opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "r.onnx")
+    for name in ("iree.compiler", "iree.compiler.ir"):
+        monkeypatch.setitem(sys.modules, name, None)  # what `import` sees where the wheel is absent
+    for args in (["compile", str(tmp_path / "r.onnx"), "-o", str(tmp_path / "r.hbx")],
+                 ["check", str(tmp_path / "r.onnx")]):
+        r = CliRunner().invoke(main, args)
+        assert r.exit_code == 1, (args, r.exit_code, r.output)
+        assert "pip install 'halbench[compiler]'" in r.output and "Traceback" not in r.output, r.output
+        assert len(r.output.strip().splitlines()) == 1, r.output
+    assert not (tmp_path / "r.hbx").exists()

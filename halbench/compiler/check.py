@@ -50,11 +50,13 @@ def check_model(path: str | Path, input_shapes: dict[str, tuple[int, ...]] | Non
     from onnx import helper
 
     from halbench.compiler import CompileOptions, compile_model
+    from halbench.compiler.frontend import require_mlir
     from halbench.compiler.frontend.onnx import _default_opset, prepare_model
 
     p = Path(path)
     if not p.is_file():
         raise UserError(f"model file not found: {p}")
+    require_mlir(f"checking {p.name}")  # once for the model, not once per node
     try:
         model = onnx.load(str(p))
     except (DecodeError, ValueError, OSError) as e:

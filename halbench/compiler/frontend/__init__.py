@@ -12,9 +12,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from halbench.errors import UserError
+from halbench.errors import CompileError, UserError
 
-__all__ = ["Imported", "load"]
+__all__ = ["Imported", "load", "require_mlir"]
+
+
+def require_mlir(what: str) -> None:
+    """Raise a CompileError naming the way out where the MLIR bindings (iree-base-compiler,
+    halbench's ``compiler`` extra) are not installed: a machine that only runs bundles has none."""
+    try:
+        import iree.compiler.ir  # noqa: F401
+    except ImportError as e:
+        raise CompileError(f"{what} needs the MLIR Python bindings of iree-base-compiler, which are not "
+                           f"installed here ({e}): pip install 'halbench[compiler]', or compile on a machine "
+                           "that has them and bring the bundle") from None
 
 
 @dataclass
@@ -45,6 +56,8 @@ def load(path: str | Path, input_shapes: Mapping[str, tuple[int, ...]] | None = 
     if not p.is_file():
         raise UserError(f"model file not found: {p}")
     suffix = p.suffix.lower()
+    if suffix in (".onnx", ".mlir", ".mlirbc"):
+        require_mlir(f"importing {p.name}")
     if suffix == ".onnx":
         from halbench.compiler.frontend.onnx import load_onnx
 
