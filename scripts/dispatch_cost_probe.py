@@ -12,7 +12,11 @@ thing at a time:
 - the buffer bound: the same / two alternating;
 - Vulkan's dispatch ABI: descriptors (push descriptors where the device has them) / BDA;
 - no barriers (the kernels alone);
-- on Vulkan (BDA), the barrier itself: halbench's, full, shader read/write, one buffer, execution only.
+- on Vulkan (BDA), the barrier itself: halbench's, full, shader read/write, one buffer, execution only;
+- on Vulkan (BDA), no barrier at all but completion counters (1, 264 and 1056 workgroups): each
+  dispatch's workgroups wait for the one before to count itself done. The run checks the chain's
+  result too. On the H200 (docs/examples/h200-dispatch-cost-probe.txt) it was cheaper than a barrier
+  only at one workgroup, dearer at 264, and its result was wrong: not a way to order real kernels.
 
 Each kernel reads and rewrites one float per invocation (bounds-checked against n), so a
 chain's dispatches depend on each other through memory.
@@ -66,6 +70,41 @@ extern "C" __global__ void __launch_bounds__(256) micro(float* buf, uint n) {
 _IDS = 100
 _SHARED = 10240  # floats: 40 KiB
 
+# Chained by counters instead of barriers (Vulkan, BDA): each workgroup of dispatch i waits until
+# every workgroup of dispatch i-1 has counted itself done in a sync buffer, then runs, then counts
+# itself (device-scope fences around the counters). Nothing orders the dispatches for the driver,
+# so the next one is launched while this one runs; forward progress rests on the hardware
+# launching a dispatch's workgroups only after every workgroup of the one before has been
+# launched. The wait gives up after SPIN_LIMIT polls and records that in sync[WAIT_FAILED].
+_CHAIN_GLSL = """
+layout(local_size_x = 256) in;
+layout(buffer_reference, scalar) volatile buffer Sync { uint v[]; };
+shared uint hb_ok;
+void body() {
+  uint n = CONST(0), i = gl_GlobalInvocationID.x;
+  float v = i < n ? B0(i) : 0.0;
+  if (i < n) B0(i) = v * 0.5 + float(ID);
+}
+void main() {
+  Sync s = Sync(pc.table.addr[1]);
+  uint wait_on = CONST(1), target = CONST(2), mine = CONST(3);
+  if (target != 0u) {
+    if (gl_LocalInvocationIndex == 0u) {
+      uint k = 0u;
+      while (s.v[wait_on] < target && k < SPIN_LIMIT) k++;
+      if (k == SPIN_LIMIT) s.v[WAIT_FAILED] = 1u;
+    }
+    memoryBarrierBuffer();
+    barrier();
+  }
+  body();
+  memoryBarrierBuffer();
+  barrier();
+  if (gl_LocalInvocationIndex == 0u) atomicAdd(s.v[mine], 1u);
+}
+"""
+_SPIN_LIMIT = 1 << 20
+
 
 def _glsl(abi: str) -> str:
     from halbench.compiler.codegen import micro_glsl as mg
@@ -76,6 +115,15 @@ def _glsl(abi: str) -> str:
         buf = ("layout(buffer_reference, scalar) buffer Ref0 { float v[]; };\n"
                "#define B0(j) Ref0(pc.table.addr[0]).v[j]\n")
     return mg._COMMON + (mg._DESCRIPTORS if abi == "descriptors" else mg._BDA) + mg._push("copy", abi) + buf + _GLSL
+
+
+def _chain_glsl() -> str:
+    from halbench.compiler.codegen import micro_glsl as mg
+
+    return (mg._COMMON + mg._BDA + "layout(push_constant, scalar) uniform Push { Table table; uint c[4]; } pc;\n"
+            "#define CONST(i) pc.c[i]\n"
+            "layout(buffer_reference, scalar) buffer Ref0 { float v[]; };\n"
+            "#define B0(j) Ref0(pc.table.addr[0]).v[j]\n" + _CHAIN_GLSL)
 
 
 def build(out: Path) -> None:
@@ -97,6 +145,10 @@ def build(out: Path) -> None:
             name = f"cuda-{i}-{sh}.cubin"
             (out / name).write_bytes(cubin)
             index.append({"api": "cuda", "id": i, "shared": sh, "file": name})
+    spv = compile_glsl(_chain_glsl(), {"ID": 0, "SPIN_LIMIT": f"{_SPIN_LIMIT}u", "WAIT_FAILED": _IDS + 1},
+                       name="probe_chain")
+    (out / "vk-chain.spv").write_bytes(spv)
+    index.append({"api": "vulkan", "abi": "chain", "id": 0, "shared": 0, "file": "vk-chain.spv"})
     (out / "index.json").write_text(json.dumps(index, indent=1))
     print(f"{len(index)} kernels in {out}")
 
@@ -105,8 +157,9 @@ def _exe(dev, root: Path, row: dict):
     from halbench.hal import EntryPoint, ExecutableBinary
 
     if row["api"] == "vulkan":
-        fmt = "vulkan-spirv-bda-v1" if row["abi"] == "bda" else "vulkan-spirv-descriptors-v1"
-        entry = EntryPoint("main", 1, 1, (256, 1, 1))
+        fmt = "vulkan-spirv-bda-v1" if row["abi"] in ("bda", "chain") else "vulkan-spirv-descriptors-v1"
+        entry = EntryPoint("main", 2 if row["abi"] == "chain" else 1, 4 if row["abi"] == "chain" else 1,
+                           (256, 1, 1))
         target = "spirv1.6"
     else:
         fmt = "cuda-cubin-v1"
@@ -132,6 +185,18 @@ def _chain(dev, exes, groups: int, bufs, barriers: bool = True, dispatches: int 
         cb.end()
     finally:
         dev.compute_barrier = keep
+    return cb
+
+
+def _counter_chain(dev, exe, groups: int, buf, sync, dispatches: int = 100):
+    """``dispatches`` dependent dispatches ordered by counters in ``sync`` (zeroed first), no barriers."""
+    cb = dev.command_buffer(profile=True, dispatch_times=False)
+    cb.fill(sync, 0)
+    cb.barrier()
+    n = groups * 256
+    for i in range(dispatches):
+        cb.dispatch(exe[0], exe[1], (groups, 1, 1), [buf, sync], [n, max(i - 1, 0), groups if i else 0, i])
+    cb.end()
     return cb
 
 
@@ -225,12 +290,32 @@ def run(root: Path, uris: list[str]) -> None:
                 if api == "vulkan" and abi == "bda":  # the barrier's own kind, 1 pipeline, 264 wg
                     for k, dep in _barrier_kinds(dev, b1).items():
                         variants[k] = _chain(dev, one, big, [b1], dep=dep)
+                    row = next((r for r in index if r.get("abi") == "chain"), None)
+                    if row is not None:  # ordered by counters, no barriers
+                        chain = _exe(dev, root, row)
+                        sync = dev.allocate(4 * (_IDS + 2))
+                        for g in (1, big, 4 * big):
+                            variants[f"counters, no barriers, {g} wg"] = _counter_chain(dev, chain, g, b3 := dev.allocate(g * 256 * 4), sync)
+                            b3.write(np.zeros(g * 256, np.float32))
                 for cb in variants.values():  # clocks up
                     _time(dev, cb, 20)
                 times: dict[str, list[float]] = {k: [] for k in variants}
                 for _ in range(8):
                     for k, cb in variants.items():
                         times[k] += _time(dev, cb, 10)
+                if api == "vulkan" and abi == "bda" and any(k.startswith("counters") for k in variants):
+                    flags = sync.read(np.uint32, (_IDS + 2,))
+                    print(f"{uri}: counter chain: last counter {flags[_IDS - 2]}, wait failed {flags[_IDS + 1]}")
+                    cb = _counter_chain(dev, chain, big, b1, sync)  # check the values: x <- x/2 + 0, 100 times
+                    b1.write(np.full(big * 256, 1024.0, np.float32))
+                    dev.submit(cb).wait(timeout_s=60)
+                    got = b1.read(np.float32, (big * 256,))
+                    want = np.float32(1024.0)
+                    for _ in range(100):
+                        want = np.float32(want * np.float32(0.5))
+                    print(f"{uri}: counter chain result max |err| {float(np.max(np.abs(got - want))):.3g} "
+                          f"(want {want}), wait failed {sync.read(np.uint32, (_IDS + 2,))[_IDS + 1]}")
+                    cb.release()
                 label = f"{uri}" + (f" ({abi})" if abi else "")
                 for k, v in times.items():
                     results[(label, k)] = statistics.median(v)
