@@ -110,6 +110,10 @@ class WeightDecl:
     #: ``random_shape``, then put through this transform (``winograd-f2x3``)
     transform: str | None = None
     random_shape: tuple[int, ...] | None = None
+    #: a random weight the compiler made from seeded-random ones (a transpose, a concatenation):
+    #: the tree of how (bundle.weights.derive_values), evaluated in its leaves' type, then
+    #: rounded to ``dtype`` where ``random_dtype`` says so
+    derive: Mapping[str, Any] | None = None
 
     @property
     def nbytes(self) -> int:
@@ -128,6 +132,8 @@ class WeightDecl:
             if self.transform is not None:
                 d["transform"] = self.transform
                 d["random_shape"] = list(self.random_shape or ())
+            if self.derive is not None:
+                d["derive"] = self.derive
         return d
 
 
@@ -399,7 +405,8 @@ def _from_doc(doc: ManifestDoc) -> Manifest:
                                  tuple(_step(s) for s in f.steps)) for f in doc.functions),
         weights=tuple(WeightDecl(w.name, w.buffer, w.dtype, tuple(w.shape), w.storage, w.member, w.seed,
                                  w.init.model_dump(exclude_unset=True), w.offset, w.random_dtype,
-                                 w.transform, tuple(w.random_shape) if w.random_shape is not None else None)
+                                 w.transform, tuple(w.random_shape) if w.random_shape is not None else None,
+                                 w.derive)
                        for w in doc.weights),
         members=dict(doc.members), created_by=doc.created_by, source=dict(doc.source),
         options=dict(doc.options), targets=tuple(dict(t) for t in doc.targets),

@@ -94,6 +94,8 @@ class WeightDoc(_Strict):
     #: derived from a seeded-random weight drawn in ``random_shape`` (bundle.weights.TRANSFORMS)
     transform: Literal["winograd-f2x3"] | None = None
     random_shape: Shape | None = None
+    #: made by the compiler from seeded-random weights (bundle.weights: derive_shape checks it)
+    derive: dict[str, Any] | None = None
 
     @model_validator(mode="after")
     def _storage(self) -> WeightDoc:
@@ -106,6 +108,19 @@ class WeightDoc(_Strict):
                              f"(this one is {self.storage} {self.dtype})")
         if (self.transform is None) != (self.random_shape is None):
             raise ValueError(f"weight '{self.name}': transform and random_shape go together")
+        if self.derive is not None:
+            from halbench.bundle.weights import derive_shape
+
+            if self.storage != "random" or self.transform is not None:
+                raise ValueError(f"weight '{self.name}': derive is for random weights without a transform")
+            try:
+                shape, dtype = derive_shape(self.derive)
+            except (KeyError, TypeError, ValueError) as e:  # UserError is a ValueError
+                raise ValueError(f"weight '{self.name}': derive: {e}") from None
+            want = self.random_dtype or self.dtype
+            if shape != tuple(self.shape) or dtype != want:
+                raise ValueError(f"weight '{self.name}': derive makes {list(shape)}x{dtype}, not the declared "
+                                 f"{list(self.shape)}x{want}")
         if self.transform is not None:
             from halbench.bundle.weights import transformed_shape
 

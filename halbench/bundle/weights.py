@@ -17,9 +17,9 @@ from halbench.errors import UserError
 if TYPE_CHECKING:  # the schema calls transformed_shape: no import of the manifest at run time
     from halbench.bundle.manifest import WeightDecl
 
-__all__ = ["RANDOM_INIT", "RANDOM_SEED", "TRANSFORMS", "f32_to_bf16", "random_weight", "randomize_onnx",
-           "round_to", "transform_weight", "transformed_shape", "weight_array", "weight_digest",
-           "winograd_filter"]
+__all__ = ["DERIVE_LIMITS", "RANDOM_INIT", "RANDOM_SEED", "TRANSFORMS", "derive_shape", "derive_values",
+           "f32_to_bf16", "random_weight", "randomize_onnx", "round_to", "transform_weight",
+           "transformed_shape", "weight_array", "weight_digest", "winograd_filter"]
 
 #: How ``weights="random"`` initialises float weights (bundle-format.md: seeded normal).
 RANDOM_INIT = {"distribution": "normal", "scale": 0.02}
@@ -119,12 +119,104 @@ def transform_weight(transform: str, w: np.ndarray) -> np.ndarray:
     return TRANSFORMS[transform][0](w)
 
 
+# -- derivation trees -----------------------------------------------------------------------------
+# A weight the compiler computed from seeded-random ones (a Gemm weight it transposed, Q / K / V
+# weights it concatenated) is declared by the tree of how it was made (manifest ``derive``), so
+# that a --weights random bundle stores none of it. Nodes (JSON objects):
+#   {"op": "random", "seed": S, "dtype": D, "shape": [...]}   random_weight(D, shape, S, init)
+#   {"op": "map", "dims": [...], "axes": [...], "of": [x]}    out[i] = x[i[axes[0]], i[axes[1]], ...]
+#        (a transpose that may add dims, broadcasting along them: the compiler's folded copies)
+#   {"op": "concat", "axis": A, "of": [x, y, ...]}            numpy.concatenate(..., axis=A)
+# The values are the compiler's bit for bit: these move and join elements and compute nothing.
+# No op makes less than it reads, so no value on the way is larger than the declared weight,
+# whose size the manifest bounds.
+
+#: Caps on an untrusted tree: nesting depth, nodes in all, and parts of one concat.
+DERIVE_LIMITS = {"depth": 6, "nodes": 256, "parts": 64}
+
+
+def derive_shape(node: Mapping[str, Any]) -> tuple[tuple[int, ...], str]:
+    """(shape, element type) of a derivation tree, checking it on the way (UserError naming the
+    problem): known ops, well-formed maps and concats, and the caps of DERIVE_LIMITS."""
+    count = [0]
+
+    def walk(n: Any, depth: int) -> tuple[tuple[int, ...], str]:
+        count[0] += 1
+        if not isinstance(n, Mapping):
+            raise UserError(f"a weight derivation node must be an object, not {type(n).__name__}")
+        if depth > DERIVE_LIMITS["depth"] or count[0] > DERIVE_LIMITS["nodes"]:
+            raise UserError(f"a weight derivation nests deeper than {DERIVE_LIMITS['depth']} or has more than "
+                            f"{DERIVE_LIMITS['nodes']} nodes")
+        op = n.get("op")
+        if op == "random":
+            shape, seed, dtype = n.get("shape"), n.get("seed"), n.get("dtype")
+            if (not isinstance(shape, list) or len(shape) > 8 or not all(type(x) is int and x >= 0 for x in shape)
+                    or type(seed) is not int or not 0 <= seed < 1 << 63 or dtype not in ("f16", "bf16", "f32", "f64")
+                    or set(n) != {"op", "seed", "dtype", "shape"}):
+                raise UserError("a weight derivation's random leaf needs exactly a seed (0 <= seed < 2^63), a float "
+                                "dtype and a shape of at most 8 non-negative dims")
+            return tuple(shape), dtype
+        parts = n.get("of")
+        if not isinstance(parts, list) or not parts or len(parts) > DERIVE_LIMITS["parts"]:
+            raise UserError(f"weight derivation '{op}' needs 1 to {DERIVE_LIMITS['parts']} parts in 'of'")
+        shapes = [walk(x, depth + 1) for x in parts]
+        dtypes = {d for _, d in shapes}
+        if len(dtypes) != 1:
+            raise UserError(f"weight derivation '{op}' joins parts of types {sorted(dtypes)}")
+        keys = {"map": {"op", "dims", "axes", "of"}, "concat": {"op", "axis", "of"}}.get(op)
+        if keys is not None and set(n) != keys:
+            raise UserError(f"weight derivation '{op}' takes exactly the keys {sorted(keys)}, not {sorted(n)}")
+        ints = [n["axis"]] if op == "concat" else [*n["dims"], *n["axes"]] if op == "map" else []
+        if op == "map" and not (isinstance(n["dims"], list) and isinstance(n["axes"], list) and len(n["dims"]) <= 8):
+            raise UserError("weight derivation 'map' needs lists 'dims' (at most 8) and 'axes'")
+        if not all(type(x) is int and 0 <= x <= 1 << 40 for x in ints):
+            raise UserError(f"weight derivation '{op}': its dims, axes and axis are non-negative integers")
+        if op == "map":
+            dims, axes = tuple(n["dims"]), list(n["axes"])
+            if len(parts) != 1 or len(set(axes)) != len(axes) or any(not 0 <= a < len(dims) for a in axes):
+                raise UserError(f"weight derivation 'map': axes {axes} must be distinct dims of {list(dims)}, "
+                                "of one part")
+            want = tuple(dims[a] for a in axes)
+            if shapes[0][0] != want:
+                raise UserError(f"weight derivation 'map': its part is {list(shapes[0][0])}, axes {axes} of "
+                                f"{list(dims)} need {list(want)}")
+            return dims, shapes[0][1]
+        if op == "concat":
+            axis = int(n["axis"])
+            first = shapes[0][0]
+            if not 0 <= axis < len(first) or any(len(s) != len(first) or s[:axis] + s[axis + 1:] !=
+                                                 first[:axis] + first[axis + 1:] for s, _ in shapes):
+                raise UserError(f"weight derivation 'concat' on axis {axis}: parts "
+                                f"{[list(s) for s, _ in shapes]} do not fit")
+            return first[:axis] + (sum(s[axis] for s, _ in shapes),) + first[axis + 1:], shapes[0][1]
+        raise UserError(f"unknown weight derivation op {op!r}; known: random, map, concat")
+
+    return walk(node, 0)
+
+
+def derive_values(node: Mapping[str, Any], init: Mapping[str, Any] | None = None) -> np.ndarray:
+    """The values a derivation tree makes (call derive_shape first on an untrusted one)."""
+    op = node["op"]
+    if op == "random":
+        return random_weight(str(node["dtype"]), tuple(node["shape"]), int(node["seed"]), init)
+    parts = [derive_values(x, init) for x in node["of"]]
+    if op == "concat":
+        return np.concatenate(parts, axis=int(node["axis"]))
+    dims, axes = [int(x) for x in node["dims"]], [int(x) for x in node["axes"]]
+    x = np.transpose(parts[0], sorted(range(len(axes)), key=lambda j: axes[j]))
+    x = x.reshape([dims[k] if k in axes else 1 for k in range(len(dims))])
+    return np.ascontiguousarray(np.broadcast_to(x, dims))
+
+
 def weight_array(decl: WeightDecl, data: bytes | None = None) -> np.ndarray:
     """The weight's values: ``data`` (the member's bytes) for ``file``, generated for ``random``
     (drawn in ``random_shape`` and put through ``transform`` where the weight declares one, then
     rounded to ``dtype`` where it was drawn as ``random_dtype``)."""
     if decl.storage == "random":
         seed = int(decl.seed or 0)
+        if decl.derive is not None:
+            values = derive_values(decl.derive, decl.init)
+            return round_to(values, decl.dtype) if decl.random_dtype is not None else values
         if decl.transform is not None:
             drawn = random_weight(decl.random_dtype or decl.dtype, decl.random_shape or decl.shape, seed,
                                   decl.init)
@@ -158,8 +250,9 @@ def randomize_onnx(model: Any, seed: int) -> dict[str, tuple[str, int]]:
 
     This is THE definition of ``weights: random`` for an ONNX model: the compiler declares each
     bundle weight whose values are one of these initializers as random with that seed (the
-    bundle stays small), stores the weights it derived from them (a transposed Gemm weight), and
-    peers and the onnxruntime reference run the model randomized the same way: every runtime
+    bundle stays small), declares those it made of them by moving and joining elements (a
+    transposed Gemm weight, merged Q / K / V weights) by their derivation tree, stores the rest
+    it computed from them, and peers and the onnxruntime reference run the model randomized the same way: every runtime
     computes the same function. Returns weight_digest -> (dtype, seed) of the new values."""
     from onnx import numpy_helper
 

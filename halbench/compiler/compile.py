@@ -388,6 +388,34 @@ def _random_seed(w: Any, i: int, options: CompileOptions,
     return hit[1] if hit and hit[0] == w.type.dtype else None
 
 
+def _derivation(w: Any, random_weights: Mapping[str, tuple[str, int]] | None,
+                depth: int = 0) -> dict[str, Any] | None:
+    """The derivation tree (bundle.weights.derive_values) of a weight the compiler made from
+    randomized ONNX initializers by moving and joining elements (``Weight.recipe``), or None
+    where any part of it is not one of them (then it is stored as computed)."""
+    from halbench.bundle.weights import DERIVE_LIMITS
+
+    if random_weights is None or depth > DERIVE_LIMITS["depth"] or w.data is None:
+        return None
+    if w.recipe is not None:
+        op, args, params = w.recipe
+        parts = [_derivation(a, random_weights, depth + 1) for a in args]
+        if any(p is None for p in parts):
+            return None
+        return {"op": op, **{k: (list(v) if isinstance(v, (list, tuple)) else v) for k, v in params.items()},
+                "of": parts}
+    if depth == 0:  # a weight that is an initializer itself: _random_seed's (no tree)
+        return None
+    hit = random_weights.get(weight_digest(np.asarray(w.data)))
+    if not hit or hit[0] != w.type.dtype:
+        return None
+    return {"op": "random", "seed": hit[1], "dtype": w.type.dtype, "shape": [int(x) for x in w.type.shape]}
+
+
+def _first_seed(tree: Mapping[str, Any]) -> int:
+    return int(tree["seed"]) if tree["op"] == "random" else _first_seed(tree["of"][0])
+
+
 def scratch_layout(dispatches: list[tuple[bool, tuple[int, int] | None]],
                    align: int) -> tuple[dict[int, int], int]:
     """Where each split-K dispatch's scratch range starts, and the scratch buffer's size.
@@ -454,6 +482,13 @@ def _schedule(g: Graph, options: CompileOptions, executables: list[ExecutableDec
     for name, w in g.weights.items():
         bid = buffer(f"weight:{name}", w.type.nbytes, "weight", name)
         seed = _random_seed(w, index[w.source.name if w.source is not None else name], options, random_weights)
+        tree = _derivation(w.source or w, random_weights) if seed is None and options.weights == "random" else None
+        if tree is not None:  # made of random weights (a transpose, merged Q / K / V): its recipe
+            weights.append(WeightDecl(name, bid, w.type.dtype, w.type.shape, "random", seed=_first_seed(tree),
+                                      init=dict(RANDOM_INIT),
+                                      random_dtype=w.source.type.dtype if w.source is not None else None,
+                                      derive=tree))
+            continue
         if seed is not None:
             # a converted weight: drawn as its f32 source is, then rounded to its type; a
             # transformed one (Winograd): drawn as the weight it came from, then transformed

@@ -162,6 +162,11 @@ class Weight:
     #: (transform, weight) where this one is a bundle.weights.TRANSFORMS transform of another
     #: (passes/winograd.py): a bundle declares it random when that weight is
     derived: tuple[str, Weight] | None = None
+    #: (op, weights, params) where the compiler made this one of others by moving or joining
+    #: elements (passes/fold_constants.py: "map", passes/merge_gemms.py: "concat"): a bundle
+    #: declares it random, by its derivation tree (bundle.weights.derive_values), when its
+    #: sources are
+    recipe: tuple[str, tuple[Weight, ...], dict[str, Any]] | None = None
 
 
 @dataclass

@@ -538,9 +538,17 @@ class _Parser:
         except Exception:  # noqa: BLE001 - not foldable here (an out-of-bounds gather): leave it to run
             return
         self.g.ops.pop()
+        # how it was made, where it only moves or joins weights (a --weights random bundle
+        # declares it by that instead of storing it: bundle.weights.derive_values)
+        from halbench.compiler.passes.fold_constants import copy_recipe
+
+        ins = [self.g.weights[v] for v in o.inputs]
+        recipe = (copy_recipe(o.generic_attrs(), ins) if o.kind == "generic" else
+                  ("concat", tuple(ins), {"axis": int(o.attrs["axis"]) % len(self.g.types[o.outputs[0]].shape)})
+                  if o.kind == "concat" and ins else None)
         for v, a in zip(o.outputs, outs):
             t = self.g.types[v]
-            self.g.weights[v] = Weight(v, t, np.asarray(a, dtype=to_numpy(t.dtype)).reshape(t.shape))
+            self.g.weights[v] = Weight(v, t, np.asarray(a, dtype=to_numpy(t.dtype)).reshape(t.shape), recipe=recipe)
 
     def sequential_reduction(self, op: Any, dims: list[int], iters: list[str], operand_vals: list[Any],
                              operand_maps: list[Any], out_maps: list[Any], outs: list[Any], results: list[Any],

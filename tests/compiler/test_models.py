@@ -37,8 +37,9 @@ def test_zoo_model_matches_onnxruntime(name: str, tmp_path: Path) -> None:
 
 def test_random_weights_bundle_is_small_and_runs(tmp_path: Path) -> None:
     """weights="random": the model's float initializers are randomized (randomize_onnx); weights
-    equal to them are declared, not stored, those the compiler derived from them (a transposed
-    Gemm weight) are stored; the bundle computes what onnxruntime computes on the randomized model."""
+    equal to them are declared, not stored, and so are those the compiler made of them (a
+    transposed Gemm weight, by its derivation tree): the bundle stores no weight at all, and
+    computes what onnxruntime computes on the randomized model."""
     from halbench.compiler import CompileOptions, compile_model
 
     path = tmp_path / "m.onnx"
@@ -48,6 +49,9 @@ def test_random_weights_bundle_is_small_and_runs(tmp_path: Path) -> None:
     stored = compile_model(path, CompileOptions())
     assert cm.statistics["weight_bytes"] < stored.statistics["weight_bytes"]
     assert sum(w.storage == "random" for w in cm.manifest.weights) >= 2
+    assert all(w.storage == "random" for w in cm.manifest.weights), \
+        [w.name for w in cm.manifest.weights if w.storage != "random"]
+    assert any(w.derive is not None for w in cm.manifest.weights)  # the Gemm's transposed weight
     cm.write(tmp_path / "r.hbx")
     from tests.compiler.helpers import run_local
 

@@ -12,7 +12,7 @@ import numpy as np
 from halbench.compiler.ir import Graph, Weight
 from halbench.kernels.ops.generic import eval_generic
 
-__all__ = ["fold_constants"]
+__all__ = ["copy_recipe", "fold_constants"]
 
 
 def fold_constants(graph: Graph) -> Graph:
@@ -25,9 +25,28 @@ def fold_constants(graph: Graph) -> Graph:
         if not foldable:
             keep.append(op)
             continue
-        results = eval_generic(op.generic_attrs(), [g.weights[v].data for v in ins])
+        attrs = op.generic_attrs()
+        results = eval_generic(attrs, [g.weights[v].data for v in ins])
+        recipe = copy_recipe(attrs, [g.weights[v] for v in ins])
         for v, r in zip(op.outputs, results):
             t = g.types[v]
-            g.weights[v] = Weight(v, t, np.ascontiguousarray(r).reshape(t.shape))
+            g.weights[v] = Weight(v, t, np.ascontiguousarray(r).reshape(t.shape), recipe=recipe)
     g.ops = keep
     return g
+
+
+def copy_recipe(attrs: dict, ins: list[Weight]) -> tuple | None:
+    """("map", (w,), {dims, axes}) where the generic copies its one input, read through a map of
+    distinct loop dims, to an output written in loop order (a transposed Gemm weight; the loop
+    dims it does not read broadcast it): bundle.weights.derive_values remakes it; None for
+    anything that computes."""
+    maps, dims = attrs["maps"], list(attrs["dims"])
+    if (len(ins) != 1 or len(maps) != 2 or any(r is not None for r in attrs["reduce"]) or None in maps
+            or attrs["body"] != {"nodes": [["arg", [], ins[0].type.dtype, 0]], "yields": [0]}
+            or [tuple(r) for r in maps[1]] != [("d", k) for k in range(len(dims))]
+            or any(len(r) != 2 or r[0] != "d" for r in maps[0])):
+        return None
+    axes = [int(r[1]) for r in maps[0]]
+    if len(set(axes)) != len(axes):
+        return None
+    return ("map", (ins[0],), {"dims": dims, "axes": axes})

@@ -162,9 +162,11 @@ def _merge(g: Graph, grp: list[tuple[int, int | None]]) -> tuple[list[Op], set[i
     m0 = mms[0]
     tb = bool(m0.attrs.get("transpose_b"))
     w0 = g.weights[m0.inputs[1]]
-    data = np.concatenate([g.weights[m.inputs[1]].data for m in mms], axis=-2 if tb else -1)
+    parts = [g.weights[m.inputs[1]] for m in mms]
+    data = np.concatenate([w.data for w in parts], axis=-2 if tb else -1)
     wname = _fresh(g, f"{m0.inputs[1]}.merged")
-    g.weights[wname] = Weight(wname, TensorType(tuple(data.shape), w0.type.dtype), np.ascontiguousarray(data))
+    g.weights[wname] = Weight(wname, TensorType(tuple(data.shape), w0.type.dtype), np.ascontiguousarray(data),
+                              recipe=("concat", tuple(parts), {"axis": data.ndim - (2 if tb else 1)}))
     g.types[wname] = g.weights[wname].type
     zt = g.types[m0.outputs[0]]
     n = int(zt.shape[-1])
@@ -183,9 +185,12 @@ def _merge(g: Graph, grp: list[tuple[int, int | None]]) -> tuple[list[Op], set[i
                 ins.append(z)
             elif v in g.weights and tuple(tuple(r) for r in e0.attrs["maps"][k]) == (("d", len(merged_shape) - 1),) \
                     and g.types[v].shape == (n,):
-                bias = np.concatenate([g.weights[e.inputs[k]].data.reshape(n) for e in eps])
+                bparts = [g.weights[e.inputs[k]] for e in eps]
+                bias = np.concatenate([w.data.reshape(n) for w in bparts])
                 bname = _fresh(g, f"{v}.merged")
-                g.weights[bname] = Weight(bname, TensorType((s * n,), g.types[v].dtype), bias)
+                flat = all(tuple(w.type.shape) == (n,) for w in bparts)  # else stored as computed
+                g.weights[bname] = Weight(bname, TensorType((s * n,), g.types[v].dtype), bias,
+                                          recipe=("concat", tuple(bparts), {"axis": 0}) if flat else None)
                 g.types[bname] = g.weights[bname].type
                 ins.append(bname)
             else:
