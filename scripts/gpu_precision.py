@@ -244,6 +244,30 @@ def run_all(root: Path, models: list[str], batches: list[int], devices: list[str
               f"{ts} | {te} | {ratio} |")
     print(f"\n(total {time.perf_counter() - t_start:.0f} s; ratio < 1: halbench faster than PyTorch at the "
           f"same precision)")
+    print(_bars(rows))
+
+
+def _bars(rows: list) -> str:
+    """Issue #12's must-show rows from the table: fp32 cuda / PyTorch <= 0.8, fp32 vulkan / cuda <= 1.1,
+    tf32 and f16 cuda faster than PyTorch at that precision (a check mark where met)."""
+    t = {(m, b, u.partition(":")[0], p): (ms, tms) for m, b, u, p, ms, _, tms, _ in rows}
+    keys = list(dict.fromkeys((m, b) for m, b, *_ in rows))
+
+    def cell(x: float | None, bar: float) -> str:
+        return "-" if x is None else f"{x:.2f} {'✓' if x <= bar else '✗'}"
+
+    out = ["\n| model | fp32 cuda / PyTorch (<= 0.8) | fp32 vulkan / cuda (<= 1.1) | tf32 cuda / PyTorch (< 1) "
+           "| f16 cuda / PyTorch (< 1) |", "|---|---|---|---|---|"]
+    for m, b in keys:
+        def ratio(p: str, api: str = "cuda", over: str = "torch") -> float | None:
+            a = t.get((m, b, api, p))
+            if a is None:
+                return None
+            base = a[1] if over == "torch" else (t.get((m, b, over, p)) or (None,))[0]
+            return a[0] / base if base else None
+        out.append(f"| {m} b{b} | {cell(ratio('fp32'), 0.8)} | {cell(ratio('fp32', 'vulkan', 'cuda'), 1.1)} | "
+                   f"{cell(ratio('tf32'), 0.999)} | {cell(ratio('f16'), 0.999)} |")
+    return "\n".join(out)
 
 
 def main() -> None:
