@@ -5,19 +5,24 @@ batch 1 and 8; every output checked against onnxruntime with its precision's tol
 
 Two steps, because the GPU machine has no MLIR frontend:
 
-1. here (a machine with the compiler), compile and pack the bundles (measured: 11 min on 2 busy
-   cores, 34.7 MB: 18 bundles of 0.7-1.5 MB and 14 MB of shared weights):
+1. here (a machine with the compiler), compile and pack the bundles (measured: 6 min on 2 busy
+   cores, 18.3 MB: 18 bundles of 0.5-2 MB; --weights random stores none of their weights but
+   MiniLM-L6's 192 KB of gathered position embeddings; with the checkout (16 MB) and a copy of
+   .gpu without its glslang wheel (18 MB: the run compiles no GLSL) it travels in one call):
      PYTHONPATH=$PWD python scripts/gpu_precision.py compile precision-bundles
    Bundles are compiled with --weights random for the h100 target (CUDA cubin only, Vulkan
    BDA ABI only) and packed: each bundle without its stored weights, plus one copy of every
    distinct weight member by content (the same for every precision and batch). The pack prints
    its size; carry the folder.
-2. on the H100 (one call, about 5-8 minutes; the kernel checks first take under a minute):
+2. on the GPU machine (H100 or H200; one call: the tenth session's three calls on the H200 ran 53,
+   59 and 71 s for fp32 of two models, every precision of MiniLM-L6, tf32 / f16 of two models):
      python -m pytest -q --gpu tests/compiler/test_precision.py -k runs_on; \
      PYTHONPATH=$PWD python scripts/gpu_precision.py run precision-bundles [--models resnet50 ...]
    It rebuilds each bundle from the pack (byte-identical members: the sha256 checks pass), rebuilds
    the ONNX model from the zoo with the same seeds (for onnxruntime and PyTorch), runs the halbench
-   bundles of a model interleaved on each device, and PyTorch beside them; one table at the end.
+   bundles of a model interleaved on each device, and PyTorch beside them; one table at the end,
+   then issue #12's bars per model (fp32 cuda / PyTorch <= 0.8, vulkan / cuda <= 1.1, tf32 and
+   f16 cuda faster than PyTorch).
 """
 
 from __future__ import annotations
