@@ -383,7 +383,8 @@ def _random_seed(w: Any, i: int, options: CompileOptions,
     if random_weights is None:  # an MLIR source: every float weight, by its index
         return options.seed + i
     # An ONNX source: a weight that is one of the randomized initializers is regenerated from
-    # its seed; one the compiler derived from them (a transpose, a slice) is stored as computed.
+    # its seed; one the compiler made of them by moving and joining elements is declared by its
+    # derivation tree (_derivation), and one it computed from them otherwise is stored.
     hit = random_weights.get(weight_digest(np.asarray(w.data)))
     return hit[1] if hit and hit[0] == w.type.dtype else None
 
