@@ -261,10 +261,10 @@ def _bars(rows: list) -> str:
     def cell(x: float | None, bar: float) -> str:
         return "-" if x is None else f"{x:.2f} {'✓' if x <= bar else '✗'}"
 
-    out = ["\n| model | fp32 cuda / PyTorch (<= 0.8) | fp32 vulkan / cuda (<= 1.1) | tf32 cuda / PyTorch (< 1) "
-           "| f16 cuda / PyTorch (< 1) |", "|---|---|---|---|---|"]
+    out = [("\n| model | fp32 cuda / PyTorch (<= 0.8) | fp32 vulkan / cuda (<= 1.1) | tf32 cuda / PyTorch (< 1) "
+            "| f16 cuda / PyTorch (< 1) |"), "|---|---|---|---|---|"]
     for m, b in keys:
-        def ratio(p: str, api: str = "cuda", over: str = "torch") -> float | None:
+        def ratio(p: str, api: str = "cuda", over: str = "torch", m: str = m, b: int = b) -> float | None:
             a = t.get((m, b, api, p))
             if a is None:
                 return None
