@@ -67,9 +67,11 @@ def round_operand(x: np.ndarray, precision: str | None) -> np.ndarray:
     # tf32 keeps 10 explicit mantissa bits (drops 13 of f32's 23), bf16 keeps 7 (drops 16):
     # round to nearest even on the bits; the exponent is f32's, so only a value within half an
     # ulp of f32's largest becomes inf (as on the GPU: kernels.round_expr).
+    # In 32 bits: a finite value plus at most half an ulp stays below 2**32 (inf and NaN, which
+    # could wrap, keep their bits).
     drop = 13 if p == "tf32" else 16
-    u = np.ascontiguousarray(x).view(np.uint32).astype(np.uint64)
-    finite = (u & 0x7F800000) != 0x7F800000
-    r = (u + ((1 << (drop - 1)) - 1) + ((u >> drop) & 1)) & (0xFFFFFFFF ^ ((1 << drop) - 1))
-    out = np.where(finite, r, u).astype(np.uint32)
-    return out.view(np.float32).reshape(x.shape)
+    u = np.ascontiguousarray(x).view(np.uint32)
+    finite = (u & np.uint32(0x7F800000)) != np.uint32(0x7F800000)
+    r = (u + np.uint32((1 << (drop - 1)) - 1) + ((u >> np.uint32(drop)) & np.uint32(1))) & np.uint32(
+        0xFFFFFFFF ^ ((1 << drop) - 1))
+    return np.where(finite, r, u).view(np.float32).reshape(x.shape)

@@ -41,6 +41,14 @@ import numpy as np
 MODELS = ("mobilenetv2", "resnet50", "minilm-l6")
 BATCHES = (1, 8)
 PRECISIONS = ("fp32", "tf32", "f16")
+#: A/B variants a compile may add (``--precisions tf32 tf32-cvt``): NAME -> (precision, CompileOptions
+#: overrides); the run times them beside the others at the precision's tolerance and PyTorch row.
+#: tf32-cvt: tf32 without the weights rounded at compile time (every fragment rounded by cvt.rna).
+VARIANTS = {"tf32-cvt": ("tf32", {"convert_weights": False})}
+
+
+def _base(p: str) -> str:
+    return VARIANTS[p][0] if p in VARIANTS else p
 TORCH = (("fp32", "fp32"), ("tf32", "tf32"), ("f16", "f16"))  # (halbench precision, torch precision)
 
 
@@ -78,9 +86,11 @@ def compile_all(out: Path, models: list[str], batches: list[int], precisions: li
             onnx.save(zoo.build(model, **_kw(model, batch)), src)  # compile --weights random randomizes it
             for p in precisions:
                 t0 = time.perf_counter()
-                opts = CompileOptions(target_devices=("cuda", "vulkan"), weights="random", precision=p,
-                                      targets={"cuda": target, "vulkan": target},
-                                      backend_options={"vulkan-dispatch-abi": "bda", "cuda-formats": "cubin"})
+                devs = ("cuda",) if p in VARIANTS else ("cuda", "vulkan")  # A/Bs of CUDA codegen
+                opts = CompileOptions(target_devices=devs, weights="random", precision=_base(p),
+                                      targets={api: target for api in devs},
+                                      backend_options={"vulkan-dispatch-abi": "bda", "cuda-formats": "cubin"},
+                                      **VARIANTS.get(p, ("", {}))[1])
                 cm = compile_model(src, opts)
                 full = tmp / f"{model}-b{batch}-{p}.hbx"
                 cm.write(full)
@@ -169,7 +179,8 @@ def run_all(root: Path, models: list[str], batches: list[int], devices: list[str
             except Exception as e:  # noqa: BLE001
                 print(f"{model} b{batch}: no onnxruntime reference: {e}")
                 ref = None
-            torch = {p: _torch(onnx_path, list(feeds.values()), tp, ref) for p, tp in TORCH if p in precisions}
+            torch = {p: _torch(onnx_path, list(feeds.values()), tp, ref) for p, tp in TORCH
+                     if p in map(_base, precisions)}
             # issue #12's fp32 bar: the better of PyTorch's CUDA graph and torch.compile
             compiled = _torch(onnx_path, list(feeds.values()), "fp32", ref, "compile") \
                 if torch_compile and "fp32" in precisions else (None, None)
@@ -186,6 +197,8 @@ def run_all(root: Path, models: list[str], batches: list[int], devices: list[str
                     with halbench.create_device(uri) as dev:
                         mods = {}
                         for p in precs:  # a bundle this device cannot run costs its row only
+                            if p in VARIANTS and not uri.startswith("cuda"):
+                                continue  # the A/B variants are CUDA bundles
                             try:
                                 mods[p] = Module.load(bundles[p], dev)
                             except Exception as e:  # noqa: BLE001
@@ -197,7 +210,7 @@ def run_all(root: Path, models: list[str], batches: list[int], devices: list[str
                             inputs = [feeds[s.name] for s in mods[here[0]].function(None).inputs]
                             errs = {}
                             for p, mod in mods.items():
-                                c = compare_outputs(mod.invoke(None, inputs), ref, tolerance(p), "onnxruntime") \
+                                c = compare_outputs(mod.invoke(None, inputs), ref, tolerance(_base(p)), "onnxruntime") \
                                     if ref is not None else {"rel_error": float("nan"), "passed": None}
                                 errs[p] = (c["rel_error"], c["passed"])
                             times: dict[str, list[float]] = {p: [] for p in here}
@@ -225,11 +238,11 @@ def run_all(root: Path, models: list[str], batches: list[int], devices: list[str
                                 mod.close()
                     for p in here:
                         ms = float(np.median(times[p])) / 1e6
-                        tms, terr = torch[p]
+                        tms, terr = torch[_base(p)]
                         rows.append((model, batch, uri, p, ms, errs[p], tms, terr))
                     print(f"{model} b{batch} {uri:10} " + "  ".join(
                         f"{p} {float(np.median(times[p])) / 1e6:.3f} ms (err {errs[p][0]:.1e})" for p in here)
-                        + "  | torch " + "  ".join(f"{p} {torch[p][0] or float('nan'):.3f}" for p in precs),
+                        + "  | torch " + "  ".join(f"{p} {torch[p][0] or float('nan'):.3f}" for p in torch),
                         flush=True)
                     for p, t in top.items():
                         print(f"   {p} top: " + ", ".join(f"{n} {x:.3f}" for x, n in t), flush=True)
@@ -241,7 +254,7 @@ def run_all(root: Path, models: list[str], batches: list[int], devices: list[str
           "| torch rel. err | halbench / torch |")
     print("|---|---|---|---|---|---|---|---|---|")
     for model, batch, uri, p, ms, (err, ok), tms, terr in rows:
-        tol = tolerance(p)
+        tol = tolerance(_base(p))
         ts = f"{tms:.3f}" if tms else "-"
         te = f"{terr:.1e}" if terr is not None else "-"
         ratio = f"**{ms / tms:.2f}**" if tms else "-"

@@ -114,6 +114,10 @@ class WeightDecl:
     #: the tree of how (bundle.weights.derive_values), evaluated in its leaves' type, then
     #: rounded to ``dtype`` where ``random_dtype`` says so
     derive: Mapping[str, Any] | None = None
+    #: ``tf32``: the values (stored, drawn, transformed or derived) rounded to nearest even to tf32
+    #: and kept as f32: a weight the compiler rounded for --precision tf32, whose GEMMs then read
+    #: it without rounding it again
+    round: str | None = None
 
     @property
     def nbytes(self) -> int:
@@ -134,6 +138,8 @@ class WeightDecl:
                 d["random_shape"] = list(self.random_shape or ())
             if self.derive is not None:
                 d["derive"] = self.derive
+        if self.round is not None:
+            d["round"] = self.round
         return d
 
 
@@ -406,7 +412,7 @@ def _from_doc(doc: ManifestDoc) -> Manifest:
         weights=tuple(WeightDecl(w.name, w.buffer, w.dtype, tuple(w.shape), w.storage, w.member, w.seed,
                                  w.init.model_dump(exclude_unset=True), w.offset, w.random_dtype,
                                  w.transform, tuple(w.random_shape) if w.random_shape is not None else None,
-                                 w.derive)
+                                 w.derive, w.round)
                        for w in doc.weights),
         members=dict(doc.members), created_by=doc.created_by, source=dict(doc.source),
         options=dict(doc.options), targets=tuple(dict(t) for t in doc.targets),

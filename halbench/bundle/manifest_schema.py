@@ -96,6 +96,8 @@ class WeightDoc(_Strict):
     random_shape: Shape | None = None
     #: made by the compiler from seeded-random weights (bundle.weights: derive_shape checks it)
     derive: dict[str, Any] | None = None
+    #: the values rounded to nearest even to tf32, kept as f32: a weight rounded for --precision tf32
+    round: Literal["tf32"] | None = None
 
     @model_validator(mode="after")
     def _storage(self) -> WeightDoc:
@@ -106,6 +108,8 @@ class WeightDoc(_Strict):
         if self.random_dtype is not None and (self.storage != "random" or self.dtype not in ("f16", "bf16")):
             raise ValueError(f"weight '{self.name}': random_dtype is for random f16 / bf16 weights "
                              f"(this one is {self.storage} {self.dtype})")
+        if self.round is not None and self.dtype != "f32":
+            raise ValueError(f"weight '{self.name}': round {self.round} is for f32 weights (this one is {self.dtype})")
         if (self.transform is None) != (self.random_shape is None):
             raise ValueError(f"weight '{self.name}': transform and random_shape go together")
         if self.derive is not None:

@@ -42,13 +42,17 @@ def f32_to_bf16(x: np.ndarray) -> np.ndarray:
 
 
 def round_to(x: np.ndarray, dtype: str) -> np.ndarray:
-    """float32 values rounded to nearest even to ``dtype`` (f16, or bf16 as uint16 bits); beyond
-    f16's range is inf, as the GPUs convert."""
+    """float32 values rounded to nearest even to ``dtype`` (f16, or bf16 as uint16 bits; tf32 as
+    float32 whose low 13 mantissa bits are zero); beyond f16's range is inf, as the GPUs convert."""
     x = np.ascontiguousarray(x, dtype=np.float32)
     if dtype == "bf16":
         return f32_to_bf16(x)
+    if dtype == "tf32":
+        from halbench.precision import round_operand
+
+        return round_operand(x, "tf32")
     if dtype != "f16":
-        raise UserError(f"a weight cannot be rounded to {dtype}; f16 and bf16 can")
+        raise UserError(f"a weight cannot be rounded to {dtype}; f16, bf16 and tf32 can")
     with np.errstate(over="ignore"):
         return x.astype(np.float16)
 
@@ -211,7 +215,14 @@ def derive_values(node: Mapping[str, Any], init: Mapping[str, Any] | None = None
 def weight_array(decl: WeightDecl, data: bytes | None = None) -> np.ndarray:
     """The weight's values: ``data`` (the member's bytes) for ``file``, generated for ``random``
     (drawn in ``random_shape`` and put through ``transform`` where the weight declares one, then
-    rounded to ``dtype`` where it was drawn as ``random_dtype``)."""
+    rounded to ``dtype`` where it was drawn as ``random_dtype``), then rounded to ``round`` where
+    the weight declares one."""
+    values = _made(decl, data)
+    # tf32: f32 values rounded to 10 mantissa bits, which the GEMMs reading them take as they are
+    return round_to(values, decl.round) if decl.round is not None else values
+
+
+def _made(decl: WeightDecl, data: bytes | None) -> np.ndarray:
     if decl.storage == "random":
         seed = int(decl.seed or 0)
         if decl.derive is not None:

@@ -37,7 +37,7 @@ from halbench.bundle import (
 )
 from halbench.bundle.weights import RANDOM_INIT, RANDOM_SEED, weight_digest
 from halbench.compiler.ir import Graph
-from halbench.compiler.passes.convert_weights import CONVERTED, convert_weights
+from halbench.compiler.passes.convert_weights import CONVERTED, ROUNDED, convert_weights
 from halbench.compiler.passes.cost import cost
 from halbench.errors import CompileError, UserError
 
@@ -93,7 +93,8 @@ class CompileOptions:
     #: None: on, unless $HALBENCH_NO_MERGE_GEMMS=1.
     merge_gemms: bool | None = None
     #: Under ``--precision f16|bf16``, constant GEMM operands (weights) stored in that type,
-    #: rounded at compile time (passes/convert_weights.py; results bit-identical). None: on,
+    #: rounded at compile time (passes/convert_weights.py; results bit-identical); under tf32,
+    #: rounded to tf32 and kept as f32 (the CUDA mma.sync GEMM then reads them unrounded). None: on,
     #: unless $HALBENCH_NO_CONVERT_WEIGHTS=1 (two bundles from the same code for an A/B).
     convert_weights: bool | None = None
     #: Which 3x3 convolutions run as Winograd F(2x2, 3x3) (passes/winograd.py): ``auto`` (those
@@ -298,8 +299,8 @@ def compile_graph(graph: Graph, options: CompileOptions, source: Mapping[str, An
                      precision=options.precision)
     timings["passes"] = time.perf_counter() - t0
     notes = _mark_precision(g, options)
-    if options.convert_weights and options.precision in CONVERTED:
-        # weights the f16 / bf16 GEMMs read, rounded once here as the GEMMs would at run time
+    if options.convert_weights and options.precision in CONVERTED + ROUNDED:
+        # weights the f16 / bf16 / tf32 GEMMs read, rounded once here as the GEMMs would at run time
         t_cw = time.perf_counter()
         g = cost(convert_weights(g))  # (cost again: the converted weights' bytes)
         pass_times["convert_weights"] = time.perf_counter() - t_cw
@@ -484,11 +485,13 @@ def _schedule(g: Graph, options: CompileOptions, executables: list[ExecutableDec
         bid = buffer(f"weight:{name}", w.type.nbytes, "weight", name)
         seed = _random_seed(w, index[w.source.name if w.source is not None else name], options, random_weights)
         tree = _derivation(w.source or w, random_weights) if seed is None and options.weights == "random" else None
+        # converted to f16 / bf16: drawn as its f32 source, then rounded to its type; rounded to
+        # tf32 (still f32): made as its source is, then rounded (``round``)
+        drawn = w.source.type.dtype if w.source is not None and w.source.type.dtype != w.type.dtype else None
         if tree is not None:  # made of random weights (a transpose, merged Q / K / V): its recipe
             weights.append(WeightDecl(name, bid, w.type.dtype, w.type.shape, "random", seed=_first_seed(tree),
-                                      init=dict(RANDOM_INIT),
-                                      random_dtype=w.source.type.dtype if w.source is not None else None,
-                                      derive=tree))
+                                      init=dict(RANDOM_INIT), random_dtype=drawn, derive=tree,
+                                      round=w.rounded))
             continue
         if seed is not None:
             # a converted weight: drawn as its f32 source is, then rounded to its type; a
@@ -496,10 +499,10 @@ def _schedule(g: Graph, options: CompileOptions, executables: list[ExecutableDec
             base = w.source or w
             derived = base.derived
             weights.append(WeightDecl(name, bid, w.type.dtype, w.type.shape, "random",
-                                      seed=seed, init=dict(RANDOM_INIT),
-                                      random_dtype=w.source.type.dtype if w.source is not None else None,
+                                      seed=seed, init=dict(RANDOM_INIT), random_dtype=drawn,
                                       transform=derived[0] if derived else None,
-                                      random_shape=derived[1].type.shape if derived else None))
+                                      random_shape=derived[1].type.shape if derived else None,
+                                      round=w.rounded))
             continue
         member = f"weights/{_safe(name)}.bin"
         while member in used_members:
@@ -507,7 +510,7 @@ def _schedule(g: Graph, options: CompileOptions, executables: list[ExecutableDec
         used_members.add(member)
         data = np.ascontiguousarray(w.data, dtype=w.data.dtype.newbyteorder("<"))
         members[member] = data.tobytes()
-        weights.append(WeightDecl(name, bid, w.type.dtype, w.type.shape, "file", member=member))
+        weights.append(WeightDecl(name, bid, w.type.dtype, w.type.shape, "file", member=member, round=w.rounded))
     if g.transient_nbytes:
         buffer("transient", g.transient_nbytes, "transient", "transient")
     # Gathers record an out-of-bounds index in a status slot of their own (16 bytes used, one

@@ -167,6 +167,9 @@ class Weight:
     #: declares it random, by its derivation tree (bundle.weights.derive_values), when its
     #: sources are
     recipe: tuple[str, tuple[Weight, ...], dict[str, Any]] | None = None
+    #: "tf32" where the values are f32 rounded to nearest even to tf32 (passes/convert_weights.py):
+    #: the tf32 GEMMs reading it take them as they are, without rounding them again
+    rounded: str | None = None
 
 
 @dataclass

@@ -160,9 +160,14 @@ def test_off_switch_tf32_and_cache_key(gemmconv, monkeypatch):
     assert off.convert_weights is False and off.cache_key() != on.cache_key()
     assert {w.dtype for w in compile_model(path, off).manifest.weights} == {"f32"}
     monkeypatch.delenv("HALBENCH_NO_CONVERT_WEIGHTS")
-    # tf32 is staged as f32 and fp32 rounds nothing: no conversion
+    # tf32 is staged as f32 and fp32 rounds nothing: no conversion of the type
     for p in ("fp32", "tf32"):
         assert {w.dtype for w in compile_model(path, CompileOptions(precision=p)).manifest.weights} == {"f32"}
+    # tf32 rounds the values (``round``) unless switched off; fp32 never
+    rounds = [{w.name: w.round for w in compile_model(path, CompileOptions(precision=p, convert_weights=on))
+               .manifest.weights} for p, on in (("tf32", True), ("tf32", False), ("fp32", True))]
+    assert rounds == [{"w": "tf32", "m": "tf32", "b": None}, {"w": None, "m": None, "b": None},
+                      {"w": None, "m": None, "b": None}]
 
 
 @pytest.mark.parametrize("weights", ["random", "file"])
@@ -300,4 +305,128 @@ def test_gpu_bit_identical(api, case, precision):
             got.append(run_variant(dev, v, inputs, outs)[0])
     assert np.isfinite(got[0]).all()
     assert np.array_equal(got[0], got[1])
+    assert rel_err(got[1], cc.reference(g, d, xs)[0]) < 1e-5
+
+
+# -- tf32: weights rounded, kept as f32 --------------------------------------------------------
+
+
+@pytest.mark.parametrize("weights", ["file", "random"])
+def test_tf32_weights_rounded_and_local_sync_bit_identical(gemmconv, weights):
+    """Under tf32 the GEMMs' weights stay f32 with their values rounded to nearest even to tf32
+    (low 13 mantissa bits zero; manifest ``round``), the same values the unconverted bundle's
+    GEMMs round them to, so local-sync computes the same bits; the bias (an epilogue's) is left."""
+    from halbench.bundle import read_bundle
+    from halbench.precision import round_operand
+
+    tmp, path, feeds = gemmconv
+    a, b = _ab(tmp, path, "tf32", weights)
+    ws = {w["name"]: w for w in _manifest(b)["weights"]}
+    assert ws["w"]["round"] == ws["m"]["round"] == "tf32" and "round" not in ws["b"]
+    assert {w["dtype"] for w in ws.values()} == {"f32"} and "round" not in json.dumps(_manifest(a)["weights"])
+    if weights == "random":  # regenerated from the f32 weight's seed, then rounded
+        wa = {w["name"]: w for w in _manifest(a)["weights"]}
+        assert ws["w"]["seed"] == wa["w"]["seed"] and "random_dtype" not in ws["w"]
+    ra, rb = read_bundle(a), read_bundle(b)
+    va = {w.name: ra.weight(w) for w in ra.manifest.weights}
+    vb = {w.name: rb.weight(w) for w in rb.manifest.weights}
+    for name in ("w", "m"):
+        assert vb[name].dtype == np.float32 and not (vb[name].view(np.uint32) & 0x1FFF).any()
+        assert np.array_equal(vb[name], round_operand(va[name], "tf32"))
+        assert not np.array_equal(vb[name], va[name])  # it did round something
+    assert np.array_equal(va["b"], vb["b"])
+    got_a, got_b = run_local(a, feeds)[0], run_local(b, feeds)[0]
+    assert np.array_equal(got_a, got_b)
+
+
+def test_tf32_lavapipe_bit_identical(vk, gemmconv):
+    """Vulkan's tf32 rounding of an operand rounded already leaves it as it is."""
+    tmp, path, feeds = gemmconv
+    a, b = _ab(tmp, path, "tf32", "random", devices=("vulkan",))
+    assert np.array_equal(run_local(a, feeds, "vulkan://")[0], run_local(b, feeds, "vulkan://")[0])
+
+
+def test_tf32_stored_weight_is_rounded_on_load(gemmconv, tmp_path):
+    """A stored weight declared ``round: tf32`` whose member holds unrounded values (a bundle
+    edited by hand) is rounded as it is read: the GEMMs that skip the rounding get what the
+    declaration promises."""
+    from halbench.bundle import Manifest
+    from halbench.bundle.manifest import WeightDecl
+    from halbench.bundle.weights import weight_array
+
+    x = np.random.default_rng(3).standard_normal(64).astype(np.float32)
+    decl = WeightDecl("w", 0, "f32", (64,), "file", member="weights/w.bin", round="tf32")
+    got = weight_array(decl, x.tobytes())
+    assert not (got.view(np.uint32) & 0x1FFF).any() and np.allclose(got, x, rtol=2 ** -11)
+    tmp, path, _ = gemmconv
+    _, b = _ab(tmp, path, "tf32", "file")
+    doc = _manifest(b)
+    Manifest.from_dict(doc)
+    for w in doc["weights"]:
+        if w["name"] == "w":
+            w["round"] = "bf16"
+    with pytest.raises(UserError, match="round") as e:
+        Manifest.from_dict(doc)
+    assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("target,arch", [("a100", "sm_80"), ("h100", "sm_90")])
+def test_nvrtc_mma_sync_reads_the_tf32_filter_without_rounding(gemmconv, target, arch):
+    """The tf32 mma.sync convolution's A fragments (its filter, rounded at compile time) go to
+    the tensor cores as they are: four cvt.rna per A fragment fewer, B's kept; NVRTC compiles
+    both to cubins."""
+    pytest.importorskip("cuda.bindings.nvrtc")
+    from halbench.compiler.codegen.cuda import cuda_source
+    from halbench.drivers.cuda.cubin import cubin_arch
+
+    _, path, _ = gemmconv
+    seen = {}
+    for on in (False, True):
+        cm = compile_model(path, CompileOptions(target_devices=("cuda",), targets={"cuda": target},
+                                                backend_options={"cuda-formats": "cubin"}, precision="tf32",
+                                                convert_weights=on))
+        g = cm.graph
+        for e, d in zip(cm.manifest.executables, g.ops):
+            if d.attrs["root"].kind != "conv2d":
+                continue
+            plan, src = cuda_source(d, g, arch)
+            assert plan.template == "gemm_mma_sync.j2"
+            (v,) = e.variants
+            assert cubin_arch(cm.members[v.member]) == arch
+            seen[on] = (plan.ctx["RAW"], src.count("cvt.rna.tf32.f32"), "__float_as_uint(p[0])" in src)
+    assert seen == {False: ({"a": False, "b": False}, 6, False), True: ({"a": True, "b": False}, 2, True)}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", ["conv", "conv1x1", "matmul_big"])
+def test_gpu_tf32_rounded_weight_bit_identical(case):
+    """On the GPU's CUDA target: the tf32 mma.sync GEMM reading a weight marked rounded (no
+    cvt.rna) gives the same bits as the GEMM rounding the same, already rounded, values itself;
+    and both are the rounding oracle's result up to summation order."""
+    import copy
+
+    import halbench
+    from halbench.compiler.codegen.cuda import generate_cuda
+    from halbench.compiler.ir import Weight
+    from halbench.precision import round_operand
+    from tests.compiler.test_codegen_vulkan import run_variant
+    from tests.compiler.test_precision import GPU_PRECISION_CASES, _with_precision
+
+    with halbench.create_device("cuda://") as dev:
+        g, d = _with_precision(GPU_PRECISION_CASES[case](), "tf32")
+        xs = cc.random_inputs(g, d, seed=7)
+        root = d.attrs["root"]
+        w = root.inputs[1]  # the conv's filter (its A), the matmul's B
+        k = d.inputs.index(w)
+        xs[k] = round_operand(xs[k], "tf32")
+        g2, d2 = copy.deepcopy((g, d))
+        g2.weights[w] = Weight(w, g2.types[w], xs[k], rounded="tf32")
+        outs = [(g.types[o].shape, np.float32) for o in d.outputs]
+        got, raws = [], []
+        for gg, dd in ((g, d), (g2, d2)):
+            (v,) = generate_cuda(dd, gg, dev.info.identity.arch, formats=("cubin",))
+            raws.append("__float_as_uint(p[0])" in v.source)
+            got.append(run_variant(dev, v, xs, outs)[0])
+    assert raws == [False, True]
+    assert np.isfinite(got[0]).all() and np.array_equal(got[0], got[1])
     assert rel_err(got[1], cc.reference(g, d, xs)[0]) < 1e-5

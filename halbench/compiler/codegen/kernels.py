@@ -920,8 +920,12 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
             split = {"SPLIT": -(-k // depth), "DEPTH": depth, "PART": 0, "CTR": sp.partial_words,
                      "SB": len(c.d.values) + uses_extract(c.d)}
         rounded = tuple(precision != "fp32" and c.dtype(i) == "f32" for i in operands)
+        # tf32 weights rounded at compile time (passes/convert_weights.py) go to the tensor cores
+        # as they are; others are rounded (cvt.rna) as each fragment is read
+        raw = tuple(kind == "tf32" and _tf32_weight(c, i) for i in operands)
         return _plan_mma_sync(c.L, st_, kind, rounded, problem, helpers, operands,
-                              vec_off, vec4_off, b_run, batch, im2col, mma_sync_dynamic(t, st_, kind), split)
+                              vec_off, vec4_off, b_run, batch, im2col, mma_sync_dynamic(t, st_, kind), split,
+                              raw=raw)
     # split-K as the rule splits the scalar GEMM (tuning.split_k), the slices' workgroups
     # counted when the tiles are picked; each slice whole BK steps deep
     sp = gemm_split(c.d, c.g) if frag is not None and MMA_SPLIT_K and c.L.scratch_ok else None
@@ -1134,6 +1138,12 @@ def _zero(pad_value: Any) -> bool:
     return pv == 0.0 and math.copysign(1.0, pv) > 0
 
 
+def _tf32_weight(c: _Ctx, i: int) -> bool:
+    """Whether binding ``i`` of ``c`` is (a view of) a weight whose values are rounded to tf32."""
+    w = c.g.weights.get(c.g.root(c.d.values[i]))
+    return w is not None and w.rounded == "tf32"
+
+
 def _rounded_gemm(c: _Ctx, op: Op) -> bool:
     """Whether ``op`` is an f32 GEMM whose operands --precision rounds: f32 ones, or ones already
     of the staged type (weights converted at compile time: passes/convert_weights.py)."""
@@ -1168,7 +1178,8 @@ def _plan_mma_sync(L: Lang, tiles: MmaTiles, kind: str, rounded: tuple[bool, boo
                    helpers: list[tuple[str, str, str, list[str]]], operands: tuple[int, int],
                    vec_off: tuple[str | None, str | None], vec4_off: tuple[str | None, str | None],
                    b_run: tuple[str, int] | None, batch: int, im2col: dict[str, Any] | None = None,
-                   dynamic: int = 0, split: dict[str, int] | None = None) -> Plan:
+                   dynamic: int = 0, split: dict[str, int] | None = None,
+                   raw: tuple[bool, bool] = (False, False)) -> Plan:
     """The mma.sync GEMM (sm_80+, gemm_mma_sync.j2) and how it stages each operand: cp.async of
     16 bytes where the operand's runs are contiguous, aligned and already of the staged type
     (f16 / bf16 tensors; f32 ones under tf32, rounded as fragments are read), a float4 load
@@ -1178,8 +1189,11 @@ def _plan_mma_sync(L: Lang, tiles: MmaTiles, kind: str, rounded: tuple[bool, boo
     stages (tuning.mma_sync_dynamic; 0: static arrays). ``split``: split-K (SPLIT slices of DEPTH,
     the scratch binding SB with partial sums from word PART and tile counters from CTR; as the
     scalar GEMM's, kernels.GemmSplit), None: unsplit. ``rounded``: per operand (A, B), whether it
-    is f32 rounded to ``kind`` as it is staged (False: already of the staged type)."""
+    is f32 rounded to ``kind`` as it is staged (False: already of the staged type). ``raw``: per
+    operand, whether a tf32 one's values are rounded already (a weight: passes/convert_weights.py),
+    so its fragments skip the cvt.rna."""
     ctx, shared = mma_sync_context(tiles, kind, dynamic)
+    ctx["RAW"] = dict(zip("ab", raw))
     slices = 1
     if split is not None:
         slices = split["SPLIT"]
