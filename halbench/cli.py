@@ -714,7 +714,8 @@ def inspect_cmd(bundle: str, device_uri: str | None, fmt: str) -> None:
                 x = v.matrix
                 gemm += (f"  {x['kernel']} {x['operands']} {x['bm']}x{x['bn']}x{x['bk']}"
                          f"{' split' + str(x['split']) if x.get('split', 1) > 1 else ''}"
-                         f"{' stages' + str(x['stages']) if x.get('stages') else ''}")
+                         f"{' stages' + str(x['stages']) if x.get('stages') else ''}"
+                         f"{' rounded ' + x['rounded'].upper() if x.get('rounded') else ''}")
             click.echo(f"         {v.format:28} {v.target:10} wg {'x'.join(map(str, v.workgroups))}{gemm}")
 
 

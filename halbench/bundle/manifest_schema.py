@@ -209,6 +209,9 @@ class MatrixChoiceDoc(_Strict):
     bk: Annotated[int, Field(ge=1, le=512)]
     split: Annotated[int, Field(ge=1, le=64)] = 1
     stages: Annotated[int, Field(ge=1, le=16)] | None = None
+    #: the operands (a, b, ab) whose values come rounded already (tf32 weights rounded at compile
+    #: time) and go to the matrix units as they are
+    rounded: Literal["a", "b", "ab"] | None = None
 
 
 class VariantDoc(_Strict):

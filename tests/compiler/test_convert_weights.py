@@ -393,8 +393,9 @@ def test_nvrtc_mma_sync_reads_the_tf32_filter_without_rounding(gemmconv, target,
             assert plan.template == "gemm_mma_sync.j2"
             (v,) = e.variants
             assert cubin_arch(cm.members[v.member]) == arch
-            seen[on] = (plan.ctx["RAW"], src.count("cvt.rna.tf32.f32"), "__float_as_uint(p[0])" in src)
-    assert seen == {False: ({"a": False, "b": False}, 6, False), True: ({"a": True, "b": False}, 2, True)}
+            seen[on] = (plan.ctx["RAW"], src.count("cvt.rna.tf32.f32"), "__float_as_uint(p[0])" in src,
+                        v.matrix.get("rounded"))
+    assert seen == {False: ({"a": False, "b": False}, 6, False, None), True: ({"a": True, "b": False}, 2, True, "a")}
 
 
 @pytest.mark.gpu

@@ -1228,6 +1228,8 @@ def _plan_mma_sync(L: Lang, tiles: MmaTiles, kind: str, rounded: tuple[bool, boo
     p.vec4 = vec
     p.features.add("mma")
     p.matrix = _matrix_choice("mma.sync", kind, ctx, slices)
+    if any(raw):
+        p.matrix["rounded"] = "".join(x for x, r in zip("ab", raw) if r)
     return p
 
 
