@@ -22,7 +22,11 @@ Two steps, because the GPU machine has no MLIR frontend:
    the ONNX model from the zoo with the same seeds (for onnxruntime and PyTorch), runs the halbench
    bundles of a model interleaved on each device, and PyTorch beside them; one table at the end,
    then issue #12's bars per model (fp32 cuda / PyTorch <= 0.8, vulkan / cuda <= 1.1, tf32 and
-   f16 cuda faster than PyTorch).
+   f16 cuda faster than PyTorch). The eleventh session's single call (fp32, tf32, the tf32-cvt A/B
+   variant and f16 of all three models) ran 139 s; --torch-compile with fp32 on cuda:// alone 81 s.
+
+A/B variants (VARIANTS, e.g. ``--precisions fp32 tf32 tf32-cvt f16`` in both steps) compile the same
+code with a switch off, CUDA only, and run beside the others at their precision's tolerance.
 """
 
 from __future__ import annotations
