@@ -1,0 +1,194 @@
+"""A/B of scalar f32 GEMM kernel variants (gemm.j2 on CUDA) on the GEMMs of a tuning problems file,
+with cuBLAS (torch.matmul, TF32 off) beside them: what the tile search cannot reach (pipeline
+stages, the register bound, the fragment loop on every configuration).
+
+Each variant compiles every f32 problem as a one-op bundle with the tuning cache's configuration
+(``$HALBENCH_TUNING_CACHE``), changed only as the variant says, by replacing a rule inside this
+process (so what is timed is exactly what compile would emit for that choice):
+  base  the cache's configuration as compile uses it
+  st4   four cp.async stages where they fit the static shared memory (the rule: three)
+  lb    ``__launch_bounds__(threads, 65536 / (threads * 64))``: at most 64 registers a thread
+  frag  the cache's configuration with ``frag`` (gemm.j2 FRAG)
+  and their combinations (``st4+lb``: both)
+
+Usage:
+  here:    HALBENCH_TUNING_CACHE=docs/examples/h100-tuning PYTHONPATH=$PWD \\
+             python scripts/gemm_variants_ab.py compile DIR [PROBLEMS.json]
+  the GPU: python scripts/gemm_variants_ab.py run DIR [--device cuda://0] [--rounds 5]
+Prints per problem the median device time of each variant (µs), cuBLAS's, and the sums.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+VARIANTS = ("base", "st4", "lb", "frag", "st4+lb", "lb+frag", "st4+lb+frag")
+
+
+def _patch(variant: str) -> None:
+    from halbench.compiler.codegen import kernels
+
+    orig_stages, orig_min = kernels.gemm_stages, kernels.gemm_min_blocks
+    parts = variant.split("+")
+    if "st4" in parts:
+        kernels.gemm_stages = lambda t, tiles: (4 if orig_stages(t, tiles) and 4 * tiles.shared_bytes() <= t.shared_bytes
+                                                else orig_stages(t, tiles))
+    if "lb" in parts:
+        kernels.gemm_min_blocks = lambda t, cfg: (65536 // (cfg.threads * 64)) if t.api == "cuda" else orig_min(t, cfg)
+
+
+def _cache_with_frag(src: Path) -> Path:
+    doc = json.loads((src / "cuda-h100.json").read_text())
+    for e in doc["entries"].values():
+        e["config"]["frag"] = True
+    out = Path(tempfile.mkdtemp()) / "cuda-h100.json"
+    out.write_text(json.dumps(doc))
+    return out.parent
+
+
+def compile_all(out: Path, problems: str) -> None:
+    import subprocess
+
+    out.mkdir(parents=True, exist_ok=True)
+    for v in VARIANTS:  # one process per variant: each patches the rules its own way
+        subprocess.run([sys.executable, __file__, "_compile_one", str(out), problems, v], check=True)
+
+
+def _compile_one(out: Path, problems: str, variant: str) -> None:
+    from halbench.compiler.compile import CompileOptions, compile_graph
+    from halbench.tune.problems import build_graph, load_problems
+
+    cache = os.environ.get("HALBENCH_TUNING_CACHE")
+    if "frag" in variant.split("+") and cache:
+        os.environ["HALBENCH_TUNING_CACHE"] = str(_cache_with_frag(Path(cache)))
+    _patch(variant)
+    for i, (key, p) in enumerate(load_problems(problems).items()):
+        if p.dtype != "f32":
+            continue
+        opts = CompileOptions(target_devices=("cuda",), targets={"cuda": "h100"},
+                              backend_options={"cuda-formats": "cubin"})
+        cm = compile_graph(build_graph(p), opts, {"path": key, "sha256": ""})
+        cm.write(out / f"p{i}-{variant.replace('+', '_')}.hbx")
+        (out / f"p{i}.key").write_text(json.dumps({"key": key, "problem": p.model_dump(mode="json")}))
+    print(f"{variant}: compiled", flush=True)
+
+
+def run_all(root: Path, device: str, rounds: int) -> None:
+    import halbench
+    from halbench.runtime import Module
+    from halbench.bundle.manifest_schema import GemmProblemDoc
+    from halbench.tune.problems import reference
+
+    keys = sorted(root.glob("p*.key"), key=lambda p: int(p.stem[1:]))
+    rows, t0 = [], time.perf_counter()
+    with halbench.create_device(device) as dev:
+        for kf in keys:
+            doc = json.loads(kf.read_text())
+            key, p = doc["key"], GemmProblemDoc.model_validate(doc["problem"])
+            rng = np.random.default_rng(0)
+            ins = [rng.uniform(-1, 1, size=tuple(s)).astype(np.float32) for s in (p.a, p.b)]
+            ref = reference(p, *ins).astype(np.float64)
+            mods = {}
+            for v in VARIANTS:
+                path = root / f"{kf.stem}-{v.replace('+', '_')}.hbx"
+                if path.exists():
+                    mods[v] = Module.load(path, dev)
+            times: dict[str, list[float]] = {v: [] for v in mods}
+            errs = {}
+            try:
+                for v, m in mods.items():
+                    out = m.invoke(inputs=list(ins))[0]
+                    errs[v] = float(np.max(np.abs(out - ref)) / np.max(np.abs(ref)))
+                    t1 = time.monotonic()
+                    while time.monotonic() - t1 < 0.2:
+                        m.profile(inputs=list(ins), runs=10, warmup=0, dispatch_times=False)
+                for _ in range(rounds):
+                    for v, m in mods.items():
+                        times[v] += list(m.profile(inputs=list(ins), runs=20, warmup=2).dispatch_median_ns())
+            finally:
+                for m in mods.values():
+                    m.close()
+            try:
+                cb = _cublas(p, ins)
+            except Exception as e:  # noqa: BLE001 -- a peer failure must not lose the rows
+                print(f"  cuBLAS / cuDNN: {type(e).__name__}: {str(e)[:120]}")
+                cb = None
+            rows.append((key, {v: float(np.median(t)) / 1e3 for v, t in times.items()}, errs, cb))
+            print(key, {v: round(float(np.median(t)) / 1e3, 1) for v, t in times.items()},
+                  f"cublas {rows[-1][3]:.1f}" if rows[-1][3] else "", flush=True)
+    print(f"\n({time.perf_counter() - t0:.0f} s)\n| problem | " + " | ".join(VARIANTS) + " | cuBLAS | max rel err |")
+    print("|---|" + "---|" * (len(VARIANTS) + 2))
+    sums = dict.fromkeys(VARIANTS, 0.0)
+    cub = 0.0
+    for key, t, errs, cb in rows:
+        for v in VARIANTS:
+            sums[v] += t.get(v, float("nan"))
+        cub += cb or float("nan")
+        print(f"| {key.split(':')[2]} | " + " | ".join(f"{t.get(v, float('nan')):.1f}" for v in VARIANTS)
+              + f" | {cb or float('nan'):.1f} | {max(errs.values()):.1e} |")
+    print("| sum | " + " | ".join(f"{sums[v]:.1f}" for v in VARIANTS) + f" | {cub:.1f} | |")
+
+
+def _cublas(p, ins) -> float | None:
+    """cuBLAS's time (µs, CUDA events, median of 200) for the same product, TF32 off."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    a = torch.from_numpy(ins[0]).cuda()
+    b = torch.from_numpy(ins[1]).cuda()
+    at = p.attrs if isinstance(p.attrs, dict) else p.attrs.model_dump()
+    if p.kind == "conv2d":  # cuDNN (NCHW), the same strides / pads / dilations
+        if at.get("layout", "nchw") != "nchw":
+            return None
+        pads = at.get("pads") or [0, 0, 0, 0]
+        if pads[0] != pads[2] or pads[1] != pads[3]:
+            return None
+        f = (lambda: torch.nn.functional.conv2d(a, b, stride=tuple(at.get("strides") or (1, 1)),
+                                                padding=(pads[0], pads[1]),
+                                                dilation=tuple(at.get("dilations") or (1, 1))))
+    else:
+        ta, tb = at.get("transpose_a"), at.get("transpose_b")
+        f = (lambda: torch.matmul(a.transpose(-1, -2) if ta else a, b.transpose(-1, -2) if tb else b))
+    for _ in range(20):
+        f()
+    ts = []
+    for _ in range(200):
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        f()
+        e1.record()
+        e1.synchronize()
+        ts.append(e0.elapsed_time(e1) * 1e3)
+    return float(np.median(ts))
+
+
+def main() -> None:
+    cmd = sys.argv[1]
+    if cmd == "compile":
+        compile_all(Path(sys.argv[2]), sys.argv[3] if len(sys.argv) > 3 else "scripts/tune_problems/minilm-l6-b8.json")
+    elif cmd == "_compile_one":
+        _compile_one(Path(sys.argv[2]), sys.argv[3], sys.argv[4])
+    else:
+        import argparse
+
+        ap = argparse.ArgumentParser()
+        ap.add_argument("cmd")
+        ap.add_argument("root", type=Path)
+        ap.add_argument("--device", default="cuda://0")
+        ap.add_argument("--rounds", type=int, default=5)
+        a = ap.parse_args()
+        run_all(a.root, a.device, a.rounds)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
