@@ -82,8 +82,8 @@ def _compile_one(out: Path, problems: str, variant: str) -> None:
 
 def run_all(root: Path, device: str, rounds: int) -> None:
     import halbench
-    from halbench.runtime import Module
     from halbench.bundle.manifest_schema import GemmProblemDoc
+    from halbench.runtime import Module
     from halbench.tune.problems import reference
 
     keys = sorted(root.glob("p*.key"), key=lambda p: int(p.stem[1:]))
