@@ -9,11 +9,13 @@ process (so what is timed is exactly what compile would emit for that choice):
   st4   four cp.async stages where they fit the static shared memory (the rule: three)
   lb    ``__launch_bounds__(threads, 65536 / (threads * 64))``: at most 64 registers a thread
   frag  the cache's configuration with ``frag`` (gemm.j2 FRAG)
-  and their combinations (``st4+lb``: both)
+  and their combinations (``st4+lb``: both); ``lbN``: ``__launch_bounds__(threads, N)``;
+  ``cBMxBNxBK_TMxTN``: every problem forced to that workgroup / thread tile (split 1, runs of 4)
+  (``--variants`` picks them: ``run`` times whichever bundles the compile wrote)
 
 Usage:
   here:    HALBENCH_TUNING_CACHE=docs/examples/h100-tuning PYTHONPATH=$PWD \\
-             python scripts/gemm_variants_ab.py compile DIR [PROBLEMS.json]
+             python scripts/gemm_variants_ab.py compile DIR [PROBLEMS.json] [--variants base,st4,...]
   the GPU: python scripts/gemm_variants_ab.py run DIR [--device cuda://0] [--rounds 5]
 Prints per problem the median device time of each variant (µs), cuBLAS's, and the sums.
 """
@@ -42,23 +44,37 @@ def _patch(variant: str) -> None:
                                                 else orig_stages(t, tiles))
     if "lb" in parts:
         kernels.gemm_min_blocks = lambda t, cfg: (65536 // (cfg.threads * 64)) if t.api == "cuda" else orig_min(t, cfg)
+    for x in parts:
+        if x.startswith("lb") and x[2:].isdigit():
+            kernels.gemm_min_blocks = lambda t, cfg, n=int(x[2:]): n if t.api == "cuda" else orig_min(t, cfg)
 
 
-def _cache_with_frag(src: Path) -> Path:
+def _cache_with(src: Path, parts: list[str]) -> Path:
+    """A copy of the CUDA cache with every entry's configuration changed as ``parts`` say."""
     doc = json.loads((src / "cuda-h100.json").read_text())
     for e in doc["entries"].values():
-        e["config"]["frag"] = True
+        for x in parts:
+            if x == "frag":
+                e["config"]["frag"] = True
+            elif x.startswith("c"):
+                w, t = x[1:].split("_")
+                bm, bn, bk = (int(v) for v in w.split("x"))
+                tm, tn = (int(v) for v in t.split("x"))
+                e["config"].update(bm=bm, bn=bn, bk=bk, tm=tm, tn=tn, split=1, runs=True)
     out = Path(tempfile.mkdtemp()) / "cuda-h100.json"
     out.write_text(json.dumps(doc))
     return out.parent
 
 
-def compile_all(out: Path, problems: str) -> None:
+def compile_all(out: Path, problems: str, variants: tuple[str, ...] = VARIANTS) -> None:
     import subprocess
 
     out.mkdir(parents=True, exist_ok=True)
-    for v in VARIANTS:  # one process per variant: each patches the rules its own way
-        subprocess.run([sys.executable, __file__, "_compile_one", str(out), problems, v], check=True)
+    (out / "variants.json").write_text(json.dumps(list(variants)))
+    for v in variants:  # one process per variant: each patches the rules its own way
+        r = subprocess.run([sys.executable, __file__, "_compile_one", str(out), problems, v], check=False)
+        if r.returncode:
+            print(f"{v}: did not compile", flush=True)
 
 
 def _compile_one(out: Path, problems: str, variant: str) -> None:
@@ -66,15 +82,20 @@ def _compile_one(out: Path, problems: str, variant: str) -> None:
     from halbench.tune.problems import build_graph, load_problems
 
     cache = os.environ.get("HALBENCH_TUNING_CACHE")
-    if "frag" in variant.split("+") and cache:
-        os.environ["HALBENCH_TUNING_CACHE"] = str(_cache_with_frag(Path(cache)))
+    parts = variant.split("+")
+    if cache and any(x == "frag" or x.startswith("c") for x in parts):
+        os.environ["HALBENCH_TUNING_CACHE"] = str(_cache_with(Path(cache), parts))
     _patch(variant)
     for i, (key, p) in enumerate(load_problems(problems).items()):
         if p.dtype != "f32":
             continue
         opts = CompileOptions(target_devices=("cuda",), targets={"cuda": "h100"},
                               backend_options={"cuda-formats": "cubin"})
-        cm = compile_graph(build_graph(p), opts, {"path": key, "sha256": ""})
+        try:
+            cm = compile_graph(build_graph(p), opts, {"path": key, "sha256": ""})
+        except Exception as e:  # noqa: BLE001 -- a configuration a problem cannot take costs its cell
+            print(f"{variant} {key}: {type(e).__name__}: {str(e)[:120]}", flush=True)
+            continue
         cm.write(out / f"p{i}-{variant.replace('+', '_')}.hbx")
         (out / f"p{i}.key").write_text(json.dumps({"key": key, "problem": p.model_dump(mode="json")}))
     print(f"{variant}: compiled", flush=True)
@@ -86,6 +107,7 @@ def run_all(root: Path, device: str, rounds: int) -> None:
     from halbench.runtime import Module
     from halbench.tune.problems import reference
 
+    variants = tuple(json.loads((root / "variants.json").read_text())) if (root / "variants.json").exists() else VARIANTS
     keys = sorted(root.glob("p*.key"), key=lambda p: int(p.stem[1:]))
     rows, t0 = [], time.perf_counter()
     with halbench.create_device(device) as dev:
@@ -96,7 +118,7 @@ def run_all(root: Path, device: str, rounds: int) -> None:
             ins = [rng.uniform(-1, 1, size=tuple(s)).astype(np.float32) for s in (p.a, p.b)]
             ref = reference(p, *ins).astype(np.float64)
             mods = {}
-            for v in VARIANTS:
+            for v in variants:
                 path = root / f"{kf.stem}-{v.replace('+', '_')}.hbx"
                 if path.exists():
                     mods[v] = Module.load(path, dev)
@@ -106,6 +128,8 @@ def run_all(root: Path, device: str, rounds: int) -> None:
                 for v, m in mods.items():
                     out = m.invoke(inputs=list(ins))[0]
                     errs[v] = float(np.max(np.abs(out - ref)) / np.max(np.abs(ref)))
+                    if not errs[v] < 1e-3:
+                        print(f"  {v}: WRONG (rel {errs[v]:.2g})", flush=True)
                     t1 = time.monotonic()
                     while time.monotonic() - t1 < 0.2:
                         m.profile(inputs=list(ins), runs=10, warmup=0, dispatch_times=False)
@@ -123,17 +147,17 @@ def run_all(root: Path, device: str, rounds: int) -> None:
             rows.append((key, {v: float(np.median(t)) / 1e3 for v, t in times.items()}, errs, cb))
             print(key, {v: round(float(np.median(t)) / 1e3, 1) for v, t in times.items()},
                   f"cublas {rows[-1][3]:.1f}" if rows[-1][3] else "", flush=True)
-    print(f"\n({time.perf_counter() - t0:.0f} s)\n| problem | " + " | ".join(VARIANTS) + " | cuBLAS | max rel err |")
-    print("|---|" + "---|" * (len(VARIANTS) + 2))
-    sums = dict.fromkeys(VARIANTS, 0.0)
+    print(f"\n({time.perf_counter() - t0:.0f} s)\n| problem | " + " | ".join(variants) + " | cuBLAS | max rel err |")
+    print("|---|" + "---|" * (len(variants) + 2))
+    sums = dict.fromkeys(variants, 0.0)
     cub = 0.0
     for key, t, errs, cb in rows:
-        for v in VARIANTS:
+        for v in variants:
             sums[v] += t.get(v, float("nan"))
         cub += cb or float("nan")
-        print(f"| {key.split(':')[2]} | " + " | ".join(f"{t.get(v, float('nan')):.1f}" for v in VARIANTS)
+        print(f"| {key.split(':')[2]} | " + " | ".join(f"{t.get(v, float('nan')):.1f}" for v in variants)
               + f" | {cb or float('nan'):.1f} | {max(errs.values()):.1e} |")
-    print("| sum | " + " | ".join(f"{sums[v]:.1f}" for v in VARIANTS) + f" | {cub:.1f} | |")
+    print("| sum | " + " | ".join(f"{sums[v]:.1f}" for v in variants) + f" | {cub:.1f} | |")
 
 
 def _cublas(p, ins) -> float | None:
@@ -175,7 +199,12 @@ def _cublas(p, ins) -> float | None:
 def main() -> None:
     cmd = sys.argv[1]
     if cmd == "compile":
-        compile_all(Path(sys.argv[2]), sys.argv[3] if len(sys.argv) > 3 else "scripts/tune_problems/minilm-l6-b8.json")
+        rest = sys.argv[3:]
+        variants = VARIANTS
+        if "--variants" in rest:
+            i = rest.index("--variants")
+            variants, rest = tuple(rest[i + 1].split(",")), rest[:i] + rest[i + 2:]
+        compile_all(Path(sys.argv[2]), rest[0] if rest else "scripts/tune_problems/minilm-l6-b8.json", variants)
     elif cmd == "_compile_one":
         _compile_one(Path(sys.argv[2]), sys.argv[3], sys.argv[4])
     else:
