@@ -1,7 +1,8 @@
 """Measure GEMM configurations of each problem on one device and keep the fastest correct one.
 
 For each problem: the rule's configuration first (what compile uses without tuning), then a
-coordinate search: workgroup tiles and thread tiles (stage 1), then, around the best of those,
+coordinate search: workgroup tiles and thread tiles (stage 1; its fastest wide thread tiles again
+with the other inner loop, frag_retries), then, around the best of those,
 the split-K slices, the K depth of a step and the thread ownership (stage 2); a low-wave GEMM
 with room for deeper splits than the rule takes (tuning.split_k_room) tries those first (stage 0). Every candidate is
 compiled as a one-dispatch bundle from a one-op IR graph (no front end), run through the HAL,
@@ -28,7 +29,8 @@ from halbench.compiler.codegen.tuning import GEMM_FRAGMENTS, GemmConfig, Tuning,
 from halbench.errors import HalbenchError, UserError
 from halbench.tune.problems import build_graph, gemm_dims, reference
 
-__all__ = ["Measured", "ProblemResult", "TuneRun", "candidates", "measure_bundle", "split_counts", "tune"]
+__all__ = ["Measured", "ProblemResult", "TuneRun", "candidates", "frag_retries", "measure_bundle", "split_counts",
+           "tune"]
 
 #: Relative error (max |out - ref| / max |ref|) above which a candidate's result is wrong: f32
 #: sums in another order differ by ~1e-6; a kernel that skips or repeats a tile is off by O(1).
@@ -135,6 +137,38 @@ def candidates(t: Tuning, base: GemmConfig, max_split: int, stage: int,
     seen: set[GemmConfig] = set()
     return [c for c in out if c != base and not (c in seen or seen.add(c))  # type: ignore[func-returns-value]
             and c.problem(t, max_split) is None]
+
+
+#: After stage 1, this many of its fastest wide-tiled configurations are tried again with the other
+#: inner loop (frag_retries).
+FRAG_RETRIES = 3
+#: Thread tiles at least this many outputs wide count as wide: their accumulators and fragments
+#: fill the registers, so whether the fragments are double-buffered (``frag``) decides their speed.
+FRAG_WIDE = 32
+
+
+def frag_retries(t: Tuning, measured: Sequence[Measured], max_split: int) -> list[GemmConfig]:
+    """The fastest correct wide-tiled configurations measured so far (at most FRAG_RETRIES), each
+    with the other inner loop (``frag`` flipped): stage 1 judges every tile at one inner loop, and a
+    wide one can lose there and win with the other. H200, MiniLM-L6 b8's 384 -> 1536 projection:
+    64x64 8x4 49.2 us without frag, 42.2 with it, where stage 1's best (32x64 4x4) took 45.6
+    (docs/examples/h200-gemm-variants-2.txt). Only configurations the target can run, on APIs
+    with the frag loop (GEMM_FRAGMENTS)."""
+    if t.api not in GEMM_FRAGMENTS:
+        return []
+    ranked = sorted((m for m in measured if m.ok), key=lambda m: m.time_ns)  # type: ignore[arg-type,return-value]
+    seen = {m.config for m in measured}
+    out: list[GemmConfig] = []
+    for m in ranked:
+        c = m.config
+        if c.tm * c.tn < FRAG_WIDE:
+            continue
+        flip = replace(c, frag=not c.frag)
+        if flip not in seen and flip not in out and flip.problem(t, max_split) is None:
+            out.append(flip)
+        if len(out) == FRAG_RETRIES:
+            break
+    return out
 
 
 def split_counts(max_split: int) -> list[int]:
@@ -377,6 +411,12 @@ def tune(problems: dict[str, GemmProblemDoc], device_uri: str, *, target: str | 
                     cands = [c for c in candidates(t, base, pr.max_split, stage, pr.mn)
                              if c != rule.config and all(c != m.config for m in res.tried)]
                     res.tried += session.run(pr, cands[:left])
+                    if stage == 1:  # the fastest wide tiles with the other inner loop
+                        left = max_candidates - len(res.tried)
+                        if left > 0 and time.perf_counter() < pr.deadline:
+                            flips = [c for c in frag_retries(t, [res.rule, *res.tried], pr.max_split)
+                                     if c != rule.config]
+                            res.tried += session.run(pr, flips[:left])
                 session.confirm(pr, res)
                 results.append(res)
                 if on_problem is not None:

@@ -367,3 +367,27 @@ def test_a_timing_after_idle_is_preceded_by_load(tmp_path: Path) -> None:
                                  warmup_s=0.3)
         assert err is None and ns > 0
         assert time.monotonic() - t0 >= 0.3
+
+
+def test_the_fastest_wide_tiles_are_retried_with_the_other_inner_loop() -> None:
+    """frag_retries: the three fastest correct configurations with thread tiles of 32+ outputs,
+    frag flipped; narrow, wrong, already-measured and unrunnable ones are left out; none on an API
+    without the frag loop."""
+    from halbench.tune.search import FRAG_RETRIES, Measured, frag_retries
+
+    t = tuning_for("h100", "cuda")
+    ms = [Measured(GemmConfig(32, 64, 16, 4, 4), 45.6e3),  # narrow (16 outputs a thread): not retried
+          Measured(GemmConfig(64, 64, 16, 8, 4), 49.2e3),
+          Measured(GemmConfig(64, 128, 16, 8, 8), 51.8e3),
+          Measured(GemmConfig(128, 64, 16, 8, 8), 53.0e3),
+          Measured(GemmConfig(128, 128, 8, 8, 8), 60.0e3),
+          Measured(GemmConfig(64, 128, 8, 8, 8), None, "wrong result (relative error 1)")]
+    flips = frag_retries(t, ms, 1)
+    assert flips == [GemmConfig(64, 64, 16, 8, 4, frag=True), GemmConfig(64, 128, 16, 8, 8, frag=True),
+                     GemmConfig(128, 64, 16, 8, 8, frag=True)]
+    assert len(flips) == FRAG_RETRIES
+    # one already measured with frag is not measured again; the next is taken instead
+    ms.append(Measured(GemmConfig(64, 64, 16, 8, 4, frag=True), 42.2e3))
+    assert GemmConfig(64, 64, 16, 8, 4, frag=True) not in frag_retries(t, ms, 1)
+    assert GemmConfig(64, 64, 16, 8, 4) not in frag_retries(t, ms, 1)  # measured already
+    assert frag_retries(tuning_for(None, "webgpu"), ms, 1) == []
