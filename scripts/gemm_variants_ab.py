@@ -1,5 +1,5 @@
 """A/B of scalar f32 GEMM kernel variants (gemm.j2 on CUDA) on the GEMMs of a tuning problems file,
-with cuBLAS (torch.matmul, TF32 off) beside them: what the tile search cannot reach (pipeline
+with cuBLAS (torch.matmul, TF32 off; cuDNN for convolutions) beside them: what the tile search cannot reach (pipeline
 stages, the register bound, the fragment loop on every configuration).
 
 Each variant compiles every f32 problem as a one-op bundle with the tuning cache's configuration
@@ -161,7 +161,9 @@ def run_all(root: Path, device: str, rounds: int) -> None:
 
 
 def _cublas(p, ins) -> float | None:
-    """cuBLAS's time (µs, CUDA events, median of 200) for the same product, TF32 off."""
+    """cuBLAS's / cuDNN's time (µs) for the same product, TF32 off: 50 calls queued between two
+    CUDA events, per call, median of 20. (The eleventh session's logs timed one call between the
+    events, launch included, which overstated the vendor kernels.)"""
     try:
         import torch
     except ImportError:
@@ -186,13 +188,14 @@ def _cublas(p, ins) -> float | None:
     for _ in range(20):
         f()
     ts = []
-    for _ in range(200):
+    for _ in range(20):  # 50 calls queued back to back between two events: the launches overlap
         e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         e0.record()
-        f()
+        for _ in range(50):
+            f()
         e1.record()
         e1.synchronize()
-        ts.append(e0.elapsed_time(e1) * 1e3)
+        ts.append(e0.elapsed_time(e1) * 1e3 / 50)
     return float(np.median(ts))
 
 

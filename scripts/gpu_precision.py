@@ -135,18 +135,23 @@ def _unpack(packed: Path, store: Path, dest: Path) -> Path:
 
 # -- step 2: run on the GPU -------------------------------------------------------------------
 
+def torch_cuda_device():
+    """The device record the torch peer's prepare() reads: cuda://0, nothing probed."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(uri="cuda://0", driver="cuda", ordinal=0, uuid=None, info={},
+                           identity=SimpleNamespace(name=None, vendor=None, vendor_id=None, uuid=None, arch=None,
+                                                    compute_capability=None, driver_id=None))
+
+
 def _torch(onnx_path: Path, inputs: list[np.ndarray], precision: str, ref,
            mode: str = "cudagraph") -> tuple[float | None, float | None]:
     """(median ms of the CUDA graph replay, rel. error vs onnxruntime) of PyTorch at ``precision``
     (``mode`` "compile": torch.compile's code, replayed the same way)."""
-    from types import SimpleNamespace
-
     from halbench.bench.reference import compare_outputs
     from halbench.peers import PeerSpec, get_peer
 
-    dev = SimpleNamespace(uri="cuda://0", driver="cuda", ordinal=0, uuid=None, info={},
-                          identity=SimpleNamespace(name=None, vendor=None, vendor_id=None, uuid=None, arch=None,
-                                                   compute_capability=None, driver_id=None))
+    dev = torch_cuda_device()
     try:
         with get_peer("torch").prepare(PeerSpec("torch", mode, {"precision": precision}), onnx_path, [],
                                        inputs, dev) as p:

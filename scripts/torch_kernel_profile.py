@@ -16,22 +16,11 @@ import sys
 import tempfile
 from collections import defaultdict
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 
-
-def _onnx(model: str, batch: int, tmp: Path) -> Path:
-    import onnx
-
-    from halbench.bench import zoo
-    from halbench.bundle.weights import RANDOM_SEED, randomize_onnx
-
-    m = zoo.build(model, batch=batch, **({"seq": 128} if model.startswith("minilm") else {}))
-    randomize_onnx(m, RANDOM_SEED)
-    path = tmp / f"{model}-b{batch}.onnx"
-    onnx.save(m, path)
-    return path
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gpu_precision import _kw, _onnx, _unpack, torch_cuda_device  # the sibling script's helpers
 
 
 def torch_kernels(onnx_path: Path, inputs: list[np.ndarray], mode: str, precision: str, replays: int = 10) -> None:
@@ -40,9 +29,7 @@ def torch_kernels(onnx_path: Path, inputs: list[np.ndarray], mode: str, precisio
 
     from halbench.peers import PeerSpec, get_peer
 
-    dev = SimpleNamespace(uri="cuda://0", driver="cuda", ordinal=0, uuid=None, info={},
-                          identity=SimpleNamespace(name=None, vendor=None, vendor_id=None, uuid=None, arch=None,
-                                                   compute_capability=None, driver_id=None))
+    dev = torch_cuda_device()
     with get_peer("torch").prepare(PeerSpec("torch", mode, {"precision": precision}), onnx_path, [], inputs,
                                    dev) as p:
         for _ in range(20):
@@ -96,14 +83,11 @@ def main() -> None:
     from halbench.bench import zoo
 
     tmp = Path(tempfile.mkdtemp())
-    feeds = zoo.make_inputs(a.model, batch=a.batch, **({"seq": 128} if a.model.startswith("minilm") else {}))
+    feeds = zoo.make_inputs(a.model, **_kw(a.model, a.batch))
     torch_kernels(_onnx(a.model, a.batch, tmp), list(feeds.values()), a.mode, a.precision)
     if a.bundle is not None:
         bundle = a.bundle
         if bundle.suffix == ".hbxs":
-            sys.path.insert(0, str(Path(__file__).parent))
-            from gpu_precision import _unpack
-
             bundle = _unpack(bundle, a.store, tmp / (bundle.stem + ".hbx"))
         halbench_dispatches(bundle, feeds)
 
