@@ -71,6 +71,11 @@ class EntryPoint:
     #: Dynamic shared memory per workgroup in bytes (CUDA/HIP ``extern __shared__``; the driver
     #: opts the kernel in past 48 KiB and refuses more than the device's per-block limit).
     dynamic_shared_bytes: int = 0
+    #: The kernel waits for the grids it depends on (``griddepcontrol.wait``) before it reads or
+    #: writes memory, so a driver may launch it programmatically after a kernel it depends on
+    #: (CUDA programmatic dependent launch, sm_90+): its launch and prologue overlap that kernel's
+    #: tail instead of following its completion.
+    dependent_launch: bool = False
 
     def __post_init__(self) -> None:
         if self.bindings < 0 or self.constants < 0:
@@ -89,12 +94,15 @@ class EntryPoint:
              "workgroup_size": list(self.workgroup_size)}
         if self.dynamic_shared_bytes:  # absent when 0: older readers keep reading the manifest
             d["dynamic_shared_bytes"] = self.dynamic_shared_bytes
+        if self.dependent_launch:  # absent when false, as above
+            d["dependent_launch"] = True
         return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> EntryPoint:
         return cls(d["name"], int(d["bindings"]), int(d.get("constants", 0)),
-                   tuple(d.get("workgroup_size", (1, 1, 1))), int(d.get("dynamic_shared_bytes", 0)))
+                   tuple(d.get("workgroup_size", (1, 1, 1))), int(d.get("dynamic_shared_bytes", 0)),
+                   d.get("dependent_launch") is True)
 
 
 @dataclass(frozen=True)

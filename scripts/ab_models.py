@@ -6,6 +6,8 @@ timed on the same model file beside them.
 Usage: python scripts/ab_models.py DIR DEVICE [DEVICE ...] [--torch-precision fp32|tf32|f16|bf16]
 DIR holds MODEL-bBATCH-TAG.hbx files (halbench compile --weights random; TAG A is the
 baseline); the ONNX file they were compiled from is rebuilt from the zoo with the same seeds.
+A TAG ending in "nd" is run with the device's dependent launches off (GpuDevice.dependent_launch;
+a copy of another tag's bundle then times programmatic edges against plain ones).
 --torch-precision times PyTorch at that precision (TF32, or autocast f16 / bf16), for bundles
 compiled with --precision; fp32 (TF32 off) by default.
 """
@@ -94,7 +96,16 @@ def main() -> None:
         for uri in devices:
             try:
                 with halbench.create_device(uri) as dev:
-                    mods = [Module.load(Path(root) / f"{model}-b{batch}-{t}.hbx", dev) for t in tags]
+                    pdl = getattr(dev, "dependent_launch", None)
+
+                    def use(t: str, dev=dev, pdl=pdl) -> None:  # command buffers record the flag
+                        if pdl is not None:
+                            dev.dependent_launch = pdl and not t.endswith("nd")
+
+                    mods = []
+                    for t in tags:
+                        use(t)
+                        mods.append(Module.load(Path(root) / f"{model}-b{batch}-{t}.hbx", dev))
                     try:
                         inputs = [feeds[s.name] for s in mods[0].function(None).inputs]
                         errs = []
@@ -102,7 +113,8 @@ def main() -> None:
                             out = mod.invoke(None, inputs)
                             errs.append(_max_rel_err(out, ref))
                         # Clocks rise after ~0.2 s of load (NVIDIA's Vulkan measured 1.7x slower before).
-                        for mod in mods:
+                        for t, mod in zip(tags, mods):
+                            use(t)
                             t0 = time.monotonic()
                             while time.monotonic() - t0 < 0.5:
                                 mod.profile(None, inputs, runs=10, warmup=0, dispatch_times=False)
@@ -110,6 +122,7 @@ def main() -> None:
                         for _ in range(6):
                             for mod, ts in zip(mods, times):
                                 ts += list(mod.profile(None, inputs, runs=25, warmup=3, dispatch_times=False).total_ns)
+                        use(tags[-1])
                         pb = mods[-1].profile(None, inputs, runs=20, warmup=3)
                     finally:
                         for mod in mods:

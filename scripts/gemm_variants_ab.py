@@ -10,7 +10,8 @@ process (so what is timed is exactly what compile would emit for that choice):
   lb    ``__launch_bounds__(threads, 65536 / (threads * 64))``: at most 64 registers a thread
   frag  the cache's configuration with ``frag`` (gemm.j2 FRAG)
   and their combinations (``st4+lb``: both); ``lbN``: ``__launch_bounds__(threads, N)``;
-  ``cBMxBNxBK_TMxTN``: every problem forced to that workgroup / thread tile (split 1, runs of 4)
+  ``cBMxBNxBK_TMxTN[_sS][_nr]``: every problem forced to that workgroup / thread tile (S split-K
+  slices, default 1; runs of 4 where both thread-tile sides are multiples of 4, none with ``nr``)
   (``--variants`` picks them: ``run`` times whichever bundles the compile wrote)
 
 Usage:
@@ -57,10 +58,12 @@ def _cache_with(src: Path, parts: list[str]) -> Path:
             if x == "frag":
                 e["config"]["frag"] = True
             elif x.startswith("c"):
-                w, t = x[1:].split("_")
+                w, t, *more = x[1:].split("_")
                 bm, bn, bk = (int(v) for v in w.split("x"))
                 tm, tn = (int(v) for v in t.split("x"))
-                e["config"].update(bm=bm, bn=bn, bk=bk, tm=tm, tn=tn, split=1, runs=True)
+                split = next((int(m[1:]) for m in more if m[:1] == "s" and m[1:].isdigit()), 1)
+                e["config"].update(bm=bm, bn=bn, bk=bk, tm=tm, tn=tn, split=split,
+                                   runs="nr" not in more and tm % 4 == 0 and tn % 4 == 0)
     out = Path(tempfile.mkdtemp()) / "cuda-h100.json"
     out.write_text(json.dumps(doc))
     return out.parent
@@ -96,6 +99,10 @@ def _compile_one(out: Path, problems: str, variant: str) -> None:
         except Exception as e:  # noqa: BLE001 -- a configuration a problem cannot take costs its cell
             print(f"{variant} {key}: {type(e).__name__}: {str(e)[:120]}", flush=True)
             continue
+        for ex in cm.manifest.executables:  # a forced configuration the target refused falls back to the rule
+            for v in ex.variants:
+                if v.gemm and parts != ["base"] and v.gemm.get("source") != "tuned":
+                    print(f"{variant} {key}: not taken ({v.gemm.get('source')}: {v.gemm.get('config')})", flush=True)
         cm.write(out / f"p{i}-{variant.replace('+', '_')}.hbx")
         (out / f"p{i}.key").write_text(json.dumps({"key": key, "problem": p.model_dump(mode="json")}))
     print(f"{variant}: compiled", flush=True)

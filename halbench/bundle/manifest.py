@@ -395,7 +395,8 @@ def _step(s: Any) -> Step:
 
 def _variant(v: Any) -> Variant:
     e = v.entry
-    entry = EntryPoint(e.name, e.bindings, e.constants, tuple(e.workgroup_size), e.dynamic_shared_bytes)
+    entry = EntryPoint(e.name, e.bindings, e.constants, tuple(e.workgroup_size), e.dynamic_shared_bytes,
+                       e.dependent_launch)
     return Variant(v.format, v.target, v.member, entry, tuple(v.workgroups), tuple(v.constants),
                    tuple(v.requires),  # type: ignore[arg-type]
                    v.gemm.model_dump(exclude_none=True) if v.gemm is not None else None,

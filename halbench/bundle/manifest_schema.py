@@ -144,6 +144,8 @@ class EntryDoc(_Strict):
                               Field(min_length=3, max_length=3)] = [1, 1, 1]
     #: dynamic shared memory per workgroup in bytes (CUDA/HIP); absent in older bundles
     dynamic_shared_bytes: Annotated[int, Field(ge=0, le=1 << 20)] = 0
+    #: the kernel waits for its predecessor grids itself (EntryPoint.dependent_launch); absent: false
+    dependent_launch: bool = False
 
 
 SmallInts = Annotated[list[Annotated[int, Field(ge=0, le=1 << 20)]], Field(max_length=8)]

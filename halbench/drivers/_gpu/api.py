@@ -222,7 +222,12 @@ class GpuApi(ABC):
 
     @abstractmethod
     def graph_add_kernel(self, graph: Any, deps: list[Any], function: Any, grid: tuple[int, int, int],
-                         block: tuple[int, int, int], params_ptr: int, shared_bytes: int = 0) -> Any: ...
+                         block: tuple[int, int, int], params_ptr: int, shared_bytes: int = 0,
+                         programmatic: bool = False) -> Any: ...
+
+    def programmatic_edges(self) -> bool:
+        """Whether graph_add_kernel can make its edges programmatic (a dependent launch)."""
+        return False
 
     @abstractmethod
     def graph_add_copy(self, graph: Any, deps: list[Any], dst: int, src: int, nbytes: int,

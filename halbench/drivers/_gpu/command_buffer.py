@@ -24,7 +24,8 @@ __all__ = ["GpuCommandBuffer"]
 class GpuCommandBuffer(CommandBuffer):
     def __init__(self, device: Any, profile: bool):
         super().__init__(device, profile)
-        # ("kernel", function, grid, block, KernelParams, dynamic shared bytes) | ("copy", dst, src, n) |
+        # ("kernel", function, grid, block, KernelParams, dynamic shared bytes, dependent launch) |
+        # ("copy", dst, src, n) |
         # ("fill", dst, word, count) | ("barrier",)
         self.ops: list[tuple] = []
         self.exec: Any = None  # the graph replayed per submit (profiled one when profile=True)
@@ -34,13 +35,15 @@ class GpuCommandBuffer(CommandBuffer):
         #: Per dispatch (start, end) timing events; recorded inside the graph or around launches.
         self.dispatch_events: list[tuple[Any, Any]] = []
         self.inflight_profiled: Any = None  # the last profiled submission (its events are ours)
+        #: programmatic edges (dependent launches) in the last graph built
+        self.dependent_launches = 0
 
     # -- recording --------------------------------------------------------------------
     def _dispatch(self, executable: Executable, entry: EntryPoint, workgroups: tuple[int, int, int],
                   bindings: tuple[BufferBinding, ...], constants: np.ndarray) -> None:
         fn = executable.functions[entry.name]
         self.ops.append(("kernel", fn, workgroups, entry.workgroup_size, KernelParams(bindings, constants),
-                         entry.dynamic_shared_bytes))
+                         entry.dynamic_shared_bytes, entry.dependent_launch))
 
     def _barrier(self) -> None:
         self.ops.append(("barrier",))
@@ -69,6 +72,11 @@ class GpuCommandBuffer(CommandBuffer):
         deps: list[Any] = []  # what the current segment (since the last barrier) depends on
         segment: list[Any] = []  # the last node of each command in the current segment
         chain: list[Any] = []  # profiled graphs: the previous command's last node
+        # Unprofiled graphs: a kernel that waits for its predecessors itself, whose one dependency
+        # is such a kernel too, follows it through a programmatic edge (a dependent launch).
+        waits: set[Any] = set()  # the nodes of kernels marked EntryPoint.dependent_launch
+        pdl = self.device.dependent_launch and not with_events
+        self.dependent_launches = 0
         k = 0
         for op in self.ops:
             kind = op[0]
@@ -79,7 +87,7 @@ class GpuCommandBuffer(CommandBuffer):
                     deps = segment
                 segment = []
             elif kind == "kernel":
-                _, fn, grid, block, params, shared = op
+                _, fn, grid, block, params, shared, waiting = op
                 if with_events:
                     # Profiled: every dispatch after the previous one, as Vulkan's timestamps
                     # order them, so its events time it alone and not its overlap with
@@ -90,7 +98,12 @@ class GpuCommandBuffer(CommandBuffer):
                     node = api.graph_add_event_record(graph, [node], end)
                     chain = [node]
                 else:
-                    node = api.graph_add_kernel(graph, deps, fn, grid, block, params.ptr, shared)
+                    programmatic = pdl and waiting and len(deps) == 1 and deps[0] in waits
+                    node = api.graph_add_kernel(graph, deps, fn, grid, block, params.ptr, shared,
+                                                programmatic=programmatic)
+                    if pdl and waiting:
+                        waits.add(node)
+                    self.dependent_launches += programmatic
                 k += 1
                 segment.append(node)
             elif kind == "copy":

@@ -80,6 +80,9 @@ class GpuDevice(Device):
 
     ``use_graphs``: submit command buffers as graph replays (default) or as individual stream
     launches (``HALBENCH_<API>_GRAPHS=0``; the benchmarks compare both).
+    ``dependent_launch``: kernels that wait for their predecessors themselves
+    (EntryPoint.dependent_launch) are launched programmatically after a kernel they depend on
+    (``HALBENCH_<API>_DEPENDENT_LAUNCH=0``: never).
     ``unprofiled_total``: with profiling on, also replay an event-free graph per submission and
     report its time as ``Profile.total_ns`` (``total_source="unprofiled"``). Off by default: the
     work then runs twice, which only suits command buffers whose result does not depend on how
@@ -99,6 +102,10 @@ class GpuDevice(Device):
         prefix = f"HALBENCH_{api.name.upper()}_"
         self.use_graphs = _env_flag(prefix + "GRAPHS", True)
         self.unprofiled_total = _env_flag(prefix + "UNPROFILED_TOTAL", False)
+        #: Kernels marked EntryPoint.dependent_launch follow a kernel they depend on through a
+        #: programmatic graph edge (CUDA, sm_90+ kernels); ``HALBENCH_<API>_DEPENDENT_LAUNCH=0``:
+        #: plain edges, each kernel launched after its predecessor completes.
+        self.dependent_launch = api.programmatic_edges() and _env_flag(prefix + "DEPENDENT_LAUNCH", True)
         self.ctx = api.open(ordinal)
         _tls.ctx = self.ctx
         self.arch = api.arch(ordinal)

@@ -237,7 +237,8 @@ class CudaApi(GpuApi):
         self._check(self.d.cuGraphDestroy(graph), "destroying a graph")
 
     def graph_add_kernel(self, graph: Any, deps: list[Any], function: Any, grid: tuple[int, int, int],
-                         block: tuple[int, int, int], params_ptr: int, shared_bytes: int = 0) -> Any:
+                         block: tuple[int, int, int], params_ptr: int, shared_bytes: int = 0,
+                         programmatic: bool = False) -> Any:
         p = self.d.CUDA_KERNEL_NODE_PARAMS()
         p.func = function
         p.gridDimX, p.gridDimY, p.gridDimZ = grid
@@ -245,7 +246,29 @@ class CudaApi(GpuApi):
         p.sharedMemBytes = shared_bytes
         p.kernelParams = params_ptr
         p.extra = 0
-        return self._check(self.d.cuGraphAddKernelNode(graph, deps, len(deps), p), "adding a kernel node")
+        if not programmatic:
+            return self._check(self.d.cuGraphAddKernelNode(graph, deps, len(deps), p), "adding a kernel node")
+        # Programmatic dependent launch: the node may start once every block of the kernel it
+        # depends on has triggered (griddepcontrol.launch_dependents) and waits for that kernel's
+        # completion itself (griddepcontrol.wait; EntryPoint.dependent_launch).
+        node = self._check(self.d.cuGraphAddKernelNode(graph, [], 0, p), "adding a kernel node")
+        edges = []
+        for _ in deps:
+            e = self.d.CUgraphEdgeData()
+            e.from_port = self.d.CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC
+            e.type = self.d.CUgraphDependencyType.CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC
+            edges.append(e)
+        # CUDA 12.3-12.x bindings name the edge-data form _v2; 13.x fold it into the plain name
+        add = getattr(self.d, "cuGraphAddDependencies_v2", None) or self.d.cuGraphAddDependencies
+        (status,) = add(graph, deps, [node] * len(deps), edges, len(deps))
+        if status != self._ok:
+            raise self.error(status, "adding a programmatic dependency", self.owner)
+        return node
+
+    def programmatic_edges(self) -> bool:
+        """Whether this driver API can add programmatic dependency edges to a graph (CUDA 12.3+
+        bindings: cuGraphAddDependencies with edge data)."""
+        return hasattr(self.d, "CUgraphEdgeData") and hasattr(self.d, "CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC")
 
     def graph_add_copy(self, graph: Any, deps: list[Any], dst: int, src: int, nbytes: int,
                        ctx: Any) -> Any:

@@ -236,7 +236,8 @@ class HipApi(GpuApi):
         self._check(self.h.hipGraphDestroy(graph), "destroying a graph")
 
     def graph_add_kernel(self, graph: Any, deps: list[Any], function: Any, grid: tuple[int, int, int],
-                         block: tuple[int, int, int], params_ptr: int, shared_bytes: int = 0) -> Any:
+                         block: tuple[int, int, int], params_ptr: int, shared_bytes: int = 0,
+                         programmatic: bool = False) -> Any:  # HIP: no dependent launch; plain edges
         p = self.h.hipKernelNodeParams(func=function, gridDim=self.h.dim3(*grid), blockDim=self.h.dim3(*block),
                                        sharedMemBytes=shared_bytes, kernelParams=params_ptr or None, extra=None)
         return self._check(self.h.hipGraphAddKernelNode(graph, deps or None, len(deps), p), "adding a kernel node")
