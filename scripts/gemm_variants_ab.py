@@ -10,6 +10,8 @@ process (so what is timed is exactly what compile would emit for that choice):
   lb    ``__launch_bounds__(threads, 65536 / (threads * 64))``: at most 64 registers a thread
   frag  the cache's configuration with ``frag`` (gemm.j2 FRAG)
   and their combinations (``st4+lb``: both); ``lbN``: ``__launch_bounds__(threads, N)``;
+  ``noak`` / ``nost4``: without gemm.j2 AK (A K-contiguous, 16-byte copies) / finish4 (16-byte stores);
+  ``aheadN``: FRAG reads a thread's fragments N K steps before their FMAs (the rule: 1);
   ``cBMxBNxBK_TMxTN[_sS][_nr]``: every problem forced to that workgroup / thread tile (S split-K
   slices, default 1; runs of 4 where both thread-tile sides are multiples of 4, none with ``nr``)
   (``--variants`` picks them: ``run`` times whichever bundles the compile wrote)
@@ -45,7 +47,13 @@ def _patch(variant: str) -> None:
                                                 else orig_stages(t, tiles))
     if "lb" in parts:
         kernels.gemm_min_blocks = lambda t, cfg: (65536 // (cfg.threads * 64)) if t.api == "cuda" else orig_min(t, cfg)
+    if "noak" in parts:  # A staged M-contiguous by 4-byte copies (before gemm.j2 AK)
+        kernels.GEMM_AK = False
+    if "nost4" in parts:  # the epilogue stored element by element (before gemm.j2 finish4)
+        kernels.GEMM_STORE4 = False
     for x in parts:
+        if x.startswith("ahead") and x[5:].isdigit():  # FRAG fragments read N K steps ahead
+            kernels.FRAG_AHEAD = int(x[5:])
         if x.startswith("lb") and x[2:].isdigit():
             kernels.gemm_min_blocks = lambda t, cfg, n=int(x[2:]): n if t.api == "cuda" else orig_min(t, cfg)
 

@@ -870,7 +870,8 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
             f"float v = {pad_v};", f"if ({conds}) v = {x_ld};", "return v;"]))
     finish = "\n".join(c.finish(out, "{{VALUE}}"))
     problem = {"M": m, "N": n, "K": k, "load_a": load_a, "load_b": load_b, "a_kc": a_kc, "b_nc": b_nc,
-               "out": out, "finish": finish, "batch": batch, "name": c.d.name}
+               "out": out, "finish": finish, "finish4": _finish4(c, out, n) if c.L.name == "cuda" and GEMM_STORE4 else None,
+               "batch": batch, "name": c.d.name}
     in_dt = c.dtype(ia)
     # --precision (compile._mark_precision): f32 operands rounded to tf32 / f16 / bf16 as they are
     # staged in shared memory, on matrix units where the target has them for that type, else on
@@ -990,7 +991,7 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
            "SPLIT": slices, "DEPTH": depth, "GX": gx, "GY": gy,
            "SB": len(c.d.values) + uses_extract(c.d), "PART": 0,
            "CTR": sp.partial_words if sp is not None else 0,
-           "ROUND": round_expr(c.L, precision), **problem}
+           "ROUND": round_expr(c.L, precision), "AK": 0, **problem}
     # Threads own runs of 4 rows / columns (cfg.runs) and read each run as one 16-byte shared
     # load (VEC) where the tile allows; WGSL keeps scalar reads.
     vec = cfg.runs and _vec_ok(c.L.name, tiles.tm, tiles.tn)
@@ -998,6 +999,7 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
     ctx["ROW"] = _owned(tiles.tm, tiles.bm, "ty", cfg.runs)
     ctx["COL"] = _owned(tiles.tn, tiles.bn, "tx", cfg.runs)
     ctx["FRAG"] = cfg.frag and t.api in GEMM_FRAGMENTS
+    ctx["FRAG_AHEAD"] = FRAG_AHEAD  # FRAG: fragments loaded this many K steps before their FMAs
     ctx["MIN_BLOCKS"] = gemm_min_blocks(t, cfg)  # 0: __launch_bounds__ without a block count
     sa, sb = tiles.bk * (tiles.bm + 4), tiles.bk * (tiles.bn + 4)
     if vec and c.L.name == "glsl":
@@ -1037,6 +1039,13 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
                             ("int", "hb_tap", "int3 p, int k", src["tap"])]
                 if src.get("ktab"):
                     ctx["constants"] = [("int2", "hb_ktab", src["ktab"])]
+        # AK: A, contiguous along K in memory, copied 16 bytes (4 along K) at a time into a
+        # K-contiguous tile As[m][k]; a thread then reads 4 steps of one owned row at once.
+        lda_k = tiles.bk + 4
+        if (GEMM_AK and srcs["a"]["kind"] == "dense" and problem["a_kc"] and k % 4 == 0 and tiles.bk % 4 == 0
+                and depth % 4 == 0 and stages * 4 * (tiles.bm * lda_k + sb) <= t.shared_bytes):
+            ctx["AK"] = lda_k
+            sa = tiles.bm * lda_k
         shared = [("__align__(16) float", "As", sa * stages), ("__align__(16) float", "Bs", sb * stages)]
     if slices > 1:
         shared.append(("int", "hb_last", 1))
@@ -1421,6 +1430,73 @@ def _gemm_dims(op: Op, g: Graph) -> tuple[int, int, int, int]:
     kh, kw = (sb[0], sb[1]) if a["layout"] == "nhwc_hwcf" else (sb[1], sb[2])
     f = sb[3] if a["layout"] == "nhwc_hwcf" else sb[0]
     return 1, int(sa[0] * oshape[1] * oshape[2]), int(f), int(kh * kw * sa[3])
+
+
+class _Stores:
+    """A Lang whose stores keep the value in a register ``hb_s{binding}_{j}`` and record where it
+    goes (_finish4)."""
+
+    def __init__(self, lang: Lang, c: Any):
+        self._lang, self._c = lang, c
+        self.j = 0
+        self.stores: dict[int, list[tuple[str, str]]] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._lang, name)
+
+    def store(self, i: int, dtype: str, off: str, value: str) -> str:
+        if dtype != "f32" or int(self._c.shape(i)[-1]) % 4:
+            raise _NotVector
+        self.stores.setdefault(i, []).append((off, f"hb_s{i}_{self.j}"))
+        return f"float hb_s{i}_{self.j} = {value};"
+
+
+class _NotVector(Exception):
+    pass
+
+
+def _finish4(c: _Ctx, out: list[str], n: int) -> str | None:
+    """The GEMM's epilogue for 4 neighbouring columns ``n .. n + 3`` (values ``{{VALUE0}}`` ..
+    ``{{VALUE3}}``) whose every store is one 16-byte store: each output f32, its last axis the
+    GEMM's n (so the 4 are contiguous) and a multiple of 4 long (so they are 16-byte aligned).
+    None where that does not hold (gemm.j2 then stores element by element)."""
+    if not out or out[-1] != "n" or n % 4:
+        return None
+    cap = _Stores(c.L, c)
+    lines: list[str] = []
+    saved = c.L
+    try:
+        c.L = cap  # type: ignore[assignment]
+        for j in range(4):
+            cap.j = j
+            lines += c.finish([*out[:-1], f"(n + {j})"], f"{{{{VALUE{j}}}}}", prefix=f"v{j}_")
+    except _NotVector:
+        return None
+    finally:
+        c.L = saved
+    for i, st in cap.stores.items():
+        if len(st) != 4:
+            return None
+        offs = [off for off, _ in st]
+        base = offs[0].replace("(n + 0)", "n")
+        for j, off in enumerate(offs):
+            last = f"(n + {j})"
+            if off.count(last) != 1 or not (off == last or off.endswith(" + " + last)) \
+                    or off.replace(last, "n") != base:
+                return None
+        lines.append(f"*reinterpret_cast<float4*>(&B{i}[{base}]) = make_float4({', '.join(v for _, v in st)});")
+    return "\n".join(lines)
+
+
+#: gemm.j2 finish4 (CUDA): a run of 4 owned output columns stored as one 16-byte store (_finish4).
+GEMM_STORE4 = True
+
+#: gemm.j2 AK (cp.async GEMMs whose A is contiguous along K): A staged K-contiguous, 16 bytes a copy.
+GEMM_AK = True
+
+#: gemm.j2 FRAG: how many K steps ahead of its FMAs a thread's fragments are read from shared
+#: memory (register sets: one more than this).
+FRAG_AHEAD = 1
 
 
 def gemm_split(d: Any, g: Graph) -> GemmSplit | None:
