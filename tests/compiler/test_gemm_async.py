@@ -43,10 +43,18 @@ CASES = {
     "matmul_odd": lambda: cc.matmul(33, 47, 29),
     "matmul_split_k": lambda: cc.matmul(8, 384, 1536),
     "batch_matmul": lambda: cc.matmul(17, 12, 16, batch=3),
+    # K a multiple of 4 but not of BK (a last step partly zero-filled), ragged M and N, a bias:
+    # gemm.j2 AK, and with runs of 4 (64x64x16runs) finish4
+    "matmul_k4_bias": lambda: cc.matmul(130, 100, 68, epilogue=True),
+    "batch_matmul_k4_bias": lambda: cc.matmul(40, 36, 20, batch=2, epilogue=True),
 }
 #: 16-byte copies: the operands whose 4 neighbours along the shared row are contiguous
 VEC = {"conv1x1_vec", "conv1x1_grouped_vec", "conv_nhwc_hwcf_vec", "matmul_vec", "matmul_ta_vec", "matmul_split_k",
-       "batch_matmul"}
+       "batch_matmul", "matmul_k4_bias", "batch_matmul_k4_bias"}
+#: gemm.j2 AK: A dense and contiguous along K (a matmul's A, an NCHW convolution's filter), K a
+#: multiple of 4: 16-byte copies into a K-contiguous tile, read 4 steps at a time
+AK = {"batch_matmul", "conv1x1_grouped_vec", "conv1x1_s2", "conv1x1_vec", "conv3x3_pad_bias", "conv_k_beyond_table",
+      "conv_split_k", "matmul_split_k", "matmul_k4_bias", "batch_matmul_k4_bias"}
 #: forced configurations (None: the rule's): ResNet's 128x128x8 tile, runs of 4 read as float4,
 #: strided ownership, a partial last element round (BM * BK not a multiple of the threads)
 CONFIGS = {None: None, "128x128x8": GemmConfig(128, 128, 8, 8, 8, 1, True),
@@ -92,18 +100,55 @@ def test_sm80_plus_stages_through_cp_async_and_compiles(case, arch):
     _, src = _variant(d, g, arch)
     assert "cp.async.commit_group" in src and "cp.async.wait_group" in src
     assert not re.search(r"\bp[ab]0\b", src)  # no staging registers
-    assert ("hb_cp16(&" in src) == (case in VEC), case
+    assert ("hb_cp16(&" in src) == (case in VEC | AK), case
+    assert ("float4 ga_0 = " in src) == (case in AK), case
+    if case in AK:  # A's 16-byte copies land in the K-contiguous tile (row stride BK + 4)
+        assert re.search(r"hb_cp16\(&As\[\w+ \* \d+ \+ mm \* \d+ \+ kk\]", src)
     if d.attrs["root"].kind == "conv2d" and case not in ("conv1x1_vec", "conv1x1_grouped_vec"):
         assert "hb_tap(hb_p" in src  # the im2col view: a tap per step, the pixel once per thread
 
 
 @pytest.mark.parametrize("config", [c for c in CONFIGS if c])
-@pytest.mark.parametrize("case", ["conv3x3_pad_bias", "conv1x1_vec", "matmul_vec", "conv_nhwc_hwcf_vec"])
+@pytest.mark.parametrize("case", ["conv3x3_pad_bias", "conv1x1_vec", "matmul_vec", "conv_nhwc_hwcf_vec", "matmul_k4_bias"])
 def test_forced_configs_compile_with_cp_async(case, config):
     pytest.importorskip("cuda.bindings.nvrtc")
     g, d = CASES[case]()
     _, src = _variant(d, g, "sm_90", config)
     assert "cp.async.wait_group" in src
+
+
+@pytest.mark.parametrize("case", ["matmul_vec", "matmul_k4_bias", "batch_matmul_k4_bias", "conv1x1_vec"])
+def test_runs_of_4_are_stored_16_bytes_at_a_time(case):
+    """finish4 (kernels._finish4): with runs of 4 owned columns, a matmul whose N is a multiple of
+    4 stores each run through the epilogue as one float4 (ragged tiles: the run is wholly inside
+    or outside); an NCHW convolution (its n is a pixel, not the output's last axis) keeps element
+    stores, as does a split-K GEMM (its partial sums)."""
+    pytest.importorskip("cuda.bindings.nvrtc")
+    g, d = CASES[case]()
+    _, src = _variant(d, g, "sm_90", "64x64x16runs")
+    vector = case != "conv1x1_vec"
+    assert ("make_float4(" in src) == vector, case
+    if vector:
+        n = g.types[d.outputs[0]].shape[-1]
+        assert f"if (m < {g.types[d.outputs[0]].shape[-2]} && n < {n}) {{" in src
+        assert "fmaxf" in src or "max(" in src  # the bias + ReLU epilogue is in the vector path
+    g, d = CASES["matmul_split_k"]()
+    _, src = _variant(d, g, "sm_90")
+    assert "hb_last" in src and "make_float4(" not in src
+
+
+def test_ak_falls_back_where_shared_memory_or_k_do_not_allow():
+    """K not a multiple of 4 (matmul_vec: 70) keeps A's 4-byte copies into the M-contiguous tile;
+    so does a tile whose K-contiguous A would not fit the static shared memory with 3 stages."""
+    g, d = CASES["matmul_vec"]()
+    plan, _ = cuda_source(d, g, tuning=_tuning("sm_90", d, g, "64x64x16runs"))
+    assert not plan.ctx["AK"]
+    g, d = CASES["matmul_k4_bias"]()
+    plan, src = cuda_source(d, g, tuning=_tuning("sm_90", d, g, "64x64x16runs"))
+    assert plan.ctx["AK"] == 20 and "__shared__ __align__(16) float As[" + str(3 * 64 * 20) + "]" in src
+    big = forced_gemm_tuning(tuning_for("sm_90", "cuda"), d, g, GemmConfig(256, 64, 16, 16, 4, 1, True))
+    plan, _ = cuda_source(d, g, tuning=big)
+    assert plan.ctx["ASYNC"] and not plan.ctx["AK"]
 
 
 def test_im2col_taps_by_constant_table_where_it_fits():
@@ -123,7 +168,9 @@ def test_three_stages_of_resnets_tile_fit_and_ring():
     g, d = CASES["conv3x3_pad_bias"]()
     plan, src = cuda_source(d, g, tuning=_tuning("sm_90", d, g, "128x128x8"))
     assert plan.ctx["ASYNC"] == 3
-    assert "__shared__ __align__(16) float As[" + str(3 * 8 * 132) + "]" in src
+    # A, the filter, K-contiguous (AK): 128 rows of BK + 4; B: BK rows of 128 + 4
+    assert "__shared__ __align__(16) float As[" + str(3 * 128 * 12) + "]" in src
+    assert "__shared__ __align__(16) float Bs[" + str(3 * 8 * 132) + "]" in src
     assert "cp.async.wait_group 1;" in src and "if (++st == 3) st = 0;" in src
 
 
