@@ -870,7 +870,7 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
             f"float v = {pad_v};", f"if ({conds}) v = {x_ld};", "return v;"]))
     finish = "\n".join(c.finish(out, "{{VALUE}}"))
     problem = {"M": m, "N": n, "K": k, "load_a": load_a, "load_b": load_b, "a_kc": a_kc, "b_nc": b_nc,
-               "out": out, "finish": finish, "finish4": _finish4(c, out, n) if c.L.name == "cuda" and GEMM_STORE4 else None,
+               "out": out, "finish": finish, "finish4": _finish4(c, out, n) if c.L.name in STORE4_LANGS and GEMM_STORE4 else None,
                "batch": batch, "name": c.d.name}
     in_dt = c.dtype(ia)
     # --precision (compile._mark_precision): f32 operands rounded to tf32 / f16 / bf16 as they are
@@ -999,6 +999,9 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
     ctx["ROW"] = _owned(tiles.tm, tiles.bm, "ty", cfg.runs)
     ctx["COL"] = _owned(tiles.tn, tiles.bn, "tx", cfg.runs)
     ctx["FRAG"] = cfg.frag and t.api in GEMM_FRAGMENTS
+    # finish4: unsplit, runs of 4 owned columns, N in whole 4s (gemm.j2 stores a run at once)
+    f4 = problem["finish4"] if vec and tiles.tn % 4 == 0 and n % 4 == 0 and slices == 1 else None
+    ctx["finish4"] = f4[0] if f4 else None
     ctx["FRAG_AHEAD"] = FRAG_AHEAD  # FRAG: fragments loaded this many K steps before their FMAs
     ctx["MIN_BLOCKS"] = gemm_min_blocks(t, cfg)  # 0: __launch_bounds__ without a block count
     sa, sb = tiles.bk * (tiles.bm + 4), tiles.bk * (tiles.bn + 4)
@@ -1019,6 +1022,7 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
     if ctx["VB"] is not None:
         ctx["PIX"] = None  # B comes in runs of 4 pixels (a 1x1 convolution), not through the taps
     p_vec4 = {i for i, x in zip(operands, ("VA", "VB")) if ctx[x] is not None}
+    p_vec4 |= f4[1] if f4 else set()  # (GLSL: the outputs' vec4 views)
     if ctx["PIX"] is not None:
         helpers = [h for h in helpers if h[1] != "hb_im2col"]
         # element e of a thread is column (lid + e * WG) % BN: PIXN distinct ones, e's is e % PIXN
@@ -1455,11 +1459,12 @@ class _NotVector(Exception):
     pass
 
 
-def _finish4(c: _Ctx, out: list[str], n: int) -> str | None:
+def _finish4(c: _Ctx, out: list[str], n: int) -> tuple[str, frozenset[int]] | None:
     """The GEMM's epilogue for 4 neighbouring columns ``n .. n + 3`` (values ``{{VALUE0}}`` ..
-    ``{{VALUE3}}``) whose every store is one 16-byte store: each output f32, its last axis the
-    GEMM's n (so the 4 are contiguous) and a multiple of 4 long (so they are 16-byte aligned).
-    None where that does not hold (gemm.j2 then stores element by element)."""
+    ``{{VALUE3}}``) whose every store is one 16-byte store (Lang.store4), and the bindings it
+    stores so: each output f32, its last axis the GEMM's n (so the 4 are contiguous) and a
+    multiple of 4 long (so they are 16-byte aligned). None where that does not hold (gemm.j2 then
+    stores element by element)."""
     if not out or out[-1] != "n" or n % 4:
         return None
     cap = _Stores(c.L, c)
@@ -1484,12 +1489,13 @@ def _finish4(c: _Ctx, out: list[str], n: int) -> str | None:
             if off.count(last) != 1 or not (off == last or off.endswith(" + " + last)) \
                     or off.replace(last, "n") != base:
                 return None
-        lines.append(f"*reinterpret_cast<float4*>(&B{i}[{base}]) = make_float4({', '.join(v for _, v in st)});")
-    return "\n".join(lines)
+        lines.append(saved.store4(i, f"({base}) / 4", [v for _, v in st]))
+    return "\n".join(lines), frozenset(cap.stores)
 
 
-#: gemm.j2 finish4 (CUDA): a run of 4 owned output columns stored as one 16-byte store (_finish4).
+#: gemm.j2 finish4 (CUDA, GLSL): a run of 4 owned output columns stored as one 16-byte store (_finish4).
 GEMM_STORE4 = True
+STORE4_LANGS = ("cuda", "glsl")
 
 #: gemm.j2 AK (cp.async GEMMs whose A is contiguous along K): A staged K-contiguous, 16 bytes a copy.
 GEMM_AK = True
