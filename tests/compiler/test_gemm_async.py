@@ -209,15 +209,16 @@ def test_same_problems_on_lavapipe(vk, case):
         assert rel_err(o, r) <= RTOL, f"{case}: rel err {rel_err(o, r):.2e}"
 
 
+@pytest.mark.parametrize("abi", ["descriptors", "bda"])
 @pytest.mark.parametrize("case", ["matmul_k4_bias", "batch_matmul_k4_bias", "matmul_vec"])
-def test_vector_epilogue_on_lavapipe(vk, case):
+def test_vector_epilogue_on_lavapipe(vk, case, abi):
     """finish4 in GLSL (the outputs' vec4 views): runs of 4 owned columns (64x64x16runs, a tile
     ragged in M and N) stored as one vec4 each, on lavapipe against the oracle."""
     from halbench.compiler.codegen.glsl import generate_vulkan
 
     g, d = CASES[case]()
     t = forced_gemm_tuning(tuning_for("llvmpipe", "vulkan"), d, g, CONFIGS["64x64x16runs"])
-    (variant,) = generate_vulkan(d, g, t, "descriptors")
+    (variant,) = generate_vulkan(d, g, t, abi)
     assert re.search(r"V\d+\[\(.*\) / 4\] = vec4\(hb_s", variant.source), case
     inputs = cc.random_inputs(g, d, seed=5)
     for o, r in zip(_run(vk, d, g, variant, inputs), cc.reference(g, d, inputs)):
