@@ -709,14 +709,16 @@ def inspect_cmd(bundle: str, device_uri: str | None, fmt: str) -> None:
                 c = v.gemm["config"]
                 gemm = (f"  gemm {c['bm']}x{c['bn']}x{c['bk']}/{c['tm']}x{c['tn']}"
                         f"{' split' + str(c['split']) if c.get('split', 1) > 1 else ''}"
-                        f"{' runs' if c.get('runs') else ''} ({v.gemm['source']})")
+                        f"{' runs' if c.get('runs') else ''}{' frag' if c.get('frag') else ''} ({v.gemm['source']})")
             if v.matrix:
                 x = v.matrix
                 gemm += (f"  {x['kernel']} {x['operands']} {x['bm']}x{x['bn']}x{x['bk']}"
                          f"{' split' + str(x['split']) if x.get('split', 1) > 1 else ''}"
                          f"{' stages' + str(x['stages']) if x.get('stages') else ''}"
                          f"{' rounded ' + x['rounded'].upper() if x.get('rounded') else ''}")
-            click.echo(f"         {v.format:28} {v.target:10} wg {'x'.join(map(str, v.workgroups))}{gemm}")
+            # a kernel that waits for its predecessors itself (cuda:// may launch it programmatically)
+            dep = "  dependent launch" if v.entry.dependent_launch else ""
+            click.echo(f"         {v.format:28} {v.target:10} wg {'x'.join(map(str, v.workgroups))}{gemm}{dep}")
 
 
 def _kernel_resources(bundle: Any, device_uri: str) -> tuple[dict[int, tuple[str, dict[str, Any]]], str]:

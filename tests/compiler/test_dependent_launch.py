@@ -108,3 +108,37 @@ def test_chain_of_dependent_kernels_on_cuda():
                 b.free()
     assert all(np.array_equal(x, got[False][0]) for x in got[True] + got[False])
     np.testing.assert_allclose(got[True][0], ref, rtol=1e-5, atol=1e-6)
+
+
+def test_compile_and_inspect_say_which_kernels_wait(tmp_path):
+    """The CLI end to end: an ONNX model compiled for cuda:// at h100 (sm_90) marks every kernel
+    ``dependent_launch`` in its manifest and ``halbench inspect`` says so; at a100 (sm_80) none."""
+    pytest.importorskip("cuda.bindings.nvrtc")
+    pytest.importorskip("iree.compiler")
+    import json
+    import zipfile
+
+    import onnx
+    from click.testing import CliRunner
+    from onnx import TensorProto, helper, numpy_helper
+
+    from halbench.cli import main
+
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array(rng.standard_normal((64, 32)).astype(np.float32), "w")
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Relu", ["h"], ["y"]),
+                           helper.make_node("Softmax", ["y"], ["z"], axis=-1)], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [16, 64])],
+                          [helper.make_tensor_value_info("z", TensorProto.FLOAT, [16, 32])], [w])
+    model = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), model)
+    for target, wants in (("h100", True), ("a100", False)):
+        out = tmp_path / f"{target}.hbx"
+        r = CliRunner().invoke(main, ["compile", str(model), "-o", str(out), "--target-device", "cuda",
+                                      "--cuda-target", target, "--cuda-formats", "cubin", "--tuning-cache", "off"])
+        assert r.exit_code == 0, r.output
+        manifest = json.loads(zipfile.ZipFile(out).read("manifest.json"))
+        flags = [v["entry"].get("dependent_launch", False) for e in manifest["executables"] for v in e["variants"]]
+        assert len(flags) >= 2 and set(flags) == {wants}
+        r = CliRunner().invoke(main, ["inspect", str(out)])
+        assert r.exit_code == 0 and r.output.count("dependent launch") == (len(flags) if wants else 0), r.output
