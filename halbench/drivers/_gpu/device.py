@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from halbench.arch import is_sm, parse_sm
 from halbench.drivers._gpu.api import GpuApi, fmt_bytes, poll
 from halbench.errors import DriverError, UserError
 from halbench.hal import (
@@ -102,13 +103,15 @@ class GpuDevice(Device):
         prefix = f"HALBENCH_{api.name.upper()}_"
         self.use_graphs = _env_flag(prefix + "GRAPHS", True)
         self.unprofiled_total = _env_flag(prefix + "UNPROFILED_TOTAL", False)
-        #: Kernels marked EntryPoint.dependent_launch follow a kernel they depend on through a
-        #: programmatic graph edge (CUDA, sm_90+ kernels); ``HALBENCH_<API>_DEPENDENT_LAUNCH=0``:
-        #: plain edges, each kernel launched after its predecessor completes.
-        self.dependent_launch = api.programmatic_edges() and _env_flag(prefix + "DEPENDENT_LAUNCH", True)
         self.ctx = api.open(ordinal)
         _tls.ctx = self.ctx
         self.arch = api.arch(ordinal)
+        #: Kernels marked EntryPoint.dependent_launch follow a kernel they depend on through a
+        #: programmatic graph edge (CUDA on sm_90 and later, where griddepcontrol exists; the flag
+        #: of a bundle's kernel is not trusted on an older GPU); ``HALBENCH_<API>_DEPENDENT_LAUNCH=0``:
+        #: plain edges, each kernel launched after its predecessor completes.
+        self.dependent_launch = (api.programmatic_edges() and is_sm(self.arch) and parse_sm(self.arch).major >= 9
+                                 and _env_flag(prefix + "DEPENDENT_LAUNCH", True))
         self.max_workgroup_count = tuple(api.attribute(ordinal, f"MAX_GRID_DIM_{a}") for a in "XYZ")
         self.max_workgroup_size = tuple(api.attribute(ordinal, f"MAX_BLOCK_DIM_{a}") for a in "XYZ")
         #: Shared memory one workgroup may use, static plus dynamic, with the kernel opted in.

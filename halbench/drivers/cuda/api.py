@@ -248,9 +248,9 @@ class CudaApi(GpuApi):
         p.extra = 0
         if not programmatic:
             return self._check(self.d.cuGraphAddKernelNode(graph, deps, len(deps), p), "adding a kernel node")
-        # Programmatic dependent launch: the node may start once every block of the kernel it
-        # depends on has triggered (griddepcontrol.launch_dependents) and waits for that kernel's
-        # completion itself (griddepcontrol.wait; EntryPoint.dependent_launch).
+        # Programmatic dependent launch: the node may be launched as the blocks of the kernel it
+        # depends on exit (halbench's kernels issue no early griddepcontrol.launch_dependents),
+        # and waits for that kernel's completion itself (griddepcontrol.wait; EntryPoint.dependent_launch).
         node = self._check(self.d.cuGraphAddKernelNode(graph, [], 0, p), "adding a kernel node")
         edges = []
         for _ in deps:
