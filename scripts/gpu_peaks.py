@@ -95,9 +95,11 @@ def variants(api: str, quick: bool) -> list[tuple[str, dict]]:
         # at the device's listed workgroup sizes (skipped with the reason where it lists none)
         wgs = [(128, 128, 32), (128, 128, 64), (128, 256, 32), (256, 128, 32), (128, 256, 64), (256, 128, 64),
                (256, 256, 32), (64, 128, 32), (128, 64, 64), (128, 128, 16)]
-        for mma in (2, 3):
+        # mma 4: tensor-addressed loads (coopMatLoadTensorNV), the tiles of mma 2 and 256x256x64
+        for mma in (4, 2, 3):
             for inv in (128, 256):
-                for bm, bn, bk in (wgs[:2] if quick else wgs if mma == 2 else wgs[:3] + wgs[9:]):
+                for bm, bn, bk in (wgs[:2] if quick else wgs + [(256, 256, 64)] if mma == 4 else wgs if mma == 2
+                                   else wgs[:3] + wgs[9:]):
                     out.append(("gemm-f16", {**g, "tile_m": bm, "tile_n": bn, "tile_k": bk, "mma": mma,
                                              "invocations": inv}))
     return out
@@ -125,7 +127,7 @@ def label(kind: str, p: dict) -> str:
     if kind == "fma-f32":
         return f"chains {p['chains']}, unroll {p['unroll']}" + (", vec4 (old)" if p.get("vector") == 4 else "")
     if "invocations" in p:  # Vulkan workgroup-scope cooperative matrix
-        mma = ("coopmat2" if p.get("mma") == 2 else "coopmat2 shared") + f" wg{p['invocations']}"
+        mma = {2: "coopmat2", 3: "coopmat2 shared", 4: "coopmat2 tensor"}[p.get("mma")] + f" wg{p['invocations']}"
         return f"{mma} {p['tile_m']}x{p['tile_n']}x{p['tile_k']}"
     mma = {1: "mma.sync", 2: "wgmma", 3: "wgmma+1 in flight", 4: "wgmma WS", 5: "wgmma WS persistent"}.get(
         p.get("mma", 0), "coopmat")

@@ -189,7 +189,7 @@ def test_output_not_written_fails_the_check(device, kind, params) -> None:
 
 
 @pytest.mark.parametrize(("mma", "tile", "invocations"), [(2, (128, 128, 32), 128), (3, (128, 128, 64), 256),
-                                                           (3, (128, 128, 32), 128)])
+                                                           (3, (128, 128, 32), 128), (4, (128, 128, 32), 256)])
 def test_workgroup_scope_gemm_runs_and_checks(device, mma, tile, invocations) -> None:
     """Vulkan's GEMM on workgroup-scope cooperative matrices (VK_NV_cooperative_matrix2): right
     where the device has them (the H100), skipped with the reason elsewhere (lavapipe)."""

@@ -6,6 +6,8 @@ subgroups of 32, 48 KiB of shared memory, f16 16x16x16 cooperative matrices)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from halbench.compiler.backends import Unsupported
@@ -207,5 +209,27 @@ def test_workgroup_scope_gemm_says_why_it_is_skipped() -> None:
                             {"BM": 256, "BN": 256, "BK": 64, "MMA": 3, "WG": 256})
     with pytest.raises(Unsupported, match="picks its own workgroup size"):
         VULKAN.micro_binary("gemm_f16", "vulkan-spirv-bda-v1", _vulkan_info(), {"MMA": 1, "WG": 128})
-    with pytest.raises(Unsupported, match="gemm mma 4"):
+    with pytest.raises(Unsupported, match="gemm mma 5"):
+        VULKAN.micro_binary("gemm_f16", "vulkan-spirv-bda-v1", _vulkan_coop2_info(), {"MMA": 5})
+    # tensor-addressed loads need the feature beside workgroup scope
+    with pytest.raises(Unsupported, match="no cooperativeMatrixTensorAddressing.*use mma 2 or 3"):
         VULKAN.micro_binary("gemm_f16", "vulkan-spirv-bda-v1", _vulkan_coop2_info(), {"MMA": 4})
+
+
+@pytest.mark.parametrize("fmt", ["vulkan-spirv-bda-v1", "vulkan-spirv-descriptors-v1"])
+def test_tensor_addressed_gemm_builds_or_names_the_glslang_it_needs(fmt) -> None:
+    """mma 4 (coopMatLoadTensorNV) compiles where the glslang on PATH knows
+    GL_NV_cooperative_matrix2 (15 or newer) and declares tensor addressing then; PyPI's 13.1.1
+    does not, and the kernel is skipped with the glslang it needs."""
+    info = _vulkan_coop2_info()
+    info = replace(info, features=replace(info.features, flags={**info.features.flags,
+                                                                 "cooperativeMatrixTensorAddressing": True}))
+    opts = {"BM": 128, "BN": 128, "BK": 32, "MMA": 4, "WG": 256}
+    try:
+        mk = VULKAN.micro_binary("gemm_f16", fmt, info, opts)
+    except Unsupported as e:
+        assert "glslang 15 or newer" in str(e) and "PATH" in str(e)
+        return
+    words = mk.binary.data
+    assert (5439).to_bytes(4, "little") in words  # OpCapability TensorAddressingNV
+    assert mk.tile == (128, 128, 32) and mk.workgroup_size == 256 and "coopMatLoadTensorNV" in mk.note

@@ -34,8 +34,10 @@ thread before its stores) and ``workgroups`` (grid cap; workgroups stride over t
 kernel); ``gemm-*`` ``tile_m``, ``tile_n``, ``tile_k`` and ``stages`` (CUDA's cp.async depth: the stages sit in
 dynamic shared memory, up to the device's per-workgroup limit) and ``mma`` (CUDA's kernel: 1
 mma.sync, 2 / 3 wgmma, 4 / 5 warp-specialized wgmma, 5 with one persistent workgroup per SM;
-Vulkan's: 1 subgroup-scope cooperative matrix, 2 workgroup-scope cooperative matrix of
-VK_NV_cooperative_matrix2) and ``invocations`` (the workgroup size of Vulkan's ``mma: 2``: one
+Vulkan's: 1 subgroup-scope cooperative matrix, 2 / 3 / 4 workgroup-scope cooperative matrix of
+VK_NV_cooperative_matrix2 with its operands loaded from memory / staged in shared memory / loaded
+through tensor layouts, coopMatLoadTensorNV, which needs glslang 15 or newer on PATH) and
+``invocations`` (the workgroup size of Vulkan's ``mma: 2`` to ``4``: one
 the device lists for workgroup-scope matrices; 0 takes the first it lists).
 GEMM operands: A [m, k] and B [n, k] row-major (B holds one output column per row).
 """

