@@ -38,10 +38,15 @@ CASES = {
     "conv_nhwc_fhwc": lambda: cc.conv("nhwc_fhwc", 1, 4, 9, 9, 7, (3, 3), 2, 1, (1, 1, 0, 0)),
     "conv_k_beyond_table": lambda: cc.conv("nchw", 1, 700, 4, 4, 8, (3, 3), 1, 1, (1, 1, 1, 1)),
     "conv_split_k": lambda: cc.conv("nchw", 1, 256, 7, 7, 64, (3, 3), 1, 1, (1, 1, 1, 1), epilogue=True),
+    # 8x8 pixels (n in whole 4s): with runs of 4, SPLIT4's partials, the epilogue per element
+    "conv_split_k4": lambda: cc.conv("nchw", 1, 256, 8, 8, 64, (3, 3), 1, 1, (1, 1, 1, 1), epilogue=True),
     "matmul_vec": lambda: cc.matmul(130, 96, 70, epilogue=True),
     "matmul_ta_vec": lambda: cc.matmul(20, 18, 37, ta=True, tb=True),
     "matmul_odd": lambda: cc.matmul(33, 47, 29),
     "matmul_split_k": lambda: cc.matmul(8, 384, 1536),
+    # split along K with a bias + ReLU: with runs of 4 (64x64x16runs) gemm.j2 SPLIT4, the
+    # partial sums 16 bytes at a time and the fix-up's epilogue through finish4
+    "batch_matmul_split_k_bias": lambda: cc.matmul(6, 20, 1024, batch=2, epilogue=True),
     "batch_matmul": lambda: cc.matmul(17, 12, 16, batch=3),
     # K a multiple of 4 but not of BK (a last step partly zero-filled), ragged M and N, a bias:
     # gemm.j2 AK, and with runs of 4 (64x64x16runs) finish4
@@ -50,11 +55,11 @@ CASES = {
 }
 #: 16-byte copies: the operands whose 4 neighbours along the shared row are contiguous
 VEC = {"conv1x1_vec", "conv1x1_grouped_vec", "conv_nhwc_hwcf_vec", "matmul_vec", "matmul_ta_vec", "matmul_split_k",
-       "batch_matmul", "matmul_k4_bias", "batch_matmul_k4_bias"}
+       "batch_matmul", "matmul_k4_bias", "batch_matmul_k4_bias", "batch_matmul_split_k_bias"}
 #: gemm.j2 AK: A dense and contiguous along K (a matmul's A, an NCHW convolution's filter), K a
 #: multiple of 4: 16-byte copies into a K-contiguous tile, read 4 steps at a time
 AK = {"batch_matmul", "conv1x1_grouped_vec", "conv1x1_s2", "conv1x1_vec", "conv3x3_pad_bias", "conv_k_beyond_table",
-      "conv_split_k", "matmul_split_k", "matmul_k4_bias", "batch_matmul_k4_bias"}
+      "conv_split_k", "conv_split_k4", "matmul_split_k", "matmul_k4_bias", "batch_matmul_k4_bias", "batch_matmul_split_k_bias"}
 #: forced configurations (None: the rule's): ResNet's 128x128x8 tile, runs of 4 read as float4,
 #: strided ownership, a partial last element round (BM * BK not a multiple of the threads)
 CONFIGS = {None: None, "128x128x8": GemmConfig(128, 128, 8, 8, 8, 1, True),
@@ -122,7 +127,9 @@ def test_runs_of_4_are_stored_16_bytes_at_a_time(case):
     """finish4 (kernels._finish4): with runs of 4 owned columns, a matmul whose N is a multiple of
     4 stores each run through the epilogue as one float4 (ragged tiles: the run is wholly inside
     or outside); an NCHW convolution (its n is a pixel, not the output's last axis) keeps element
-    stores, as does a split-K GEMM (its partial sums)."""
+    stores, as does a split-K GEMM with strided ownership (the rule's tile); with runs of 4 a
+    split GEMM stores and sums its partial sums as float4 through L2 (gemm.j2 SPLIT4: st.cg /
+    ld.cg) and its fix-up stores through finish4."""
     pytest.importorskip("cuda.bindings.nvrtc")
     g, d = CASES[case]()
     _, src = _variant(d, g, "sm_90", "64x64x16runs")
@@ -135,6 +142,17 @@ def test_runs_of_4_are_stored_16_bytes_at_a_time(case):
     g, d = CASES["matmul_split_k"]()
     _, src = _variant(d, g, "sm_90")
     assert "hb_last" in src and "make_float4(" not in src
+    for name in ("matmul_split_k", "batch_matmul_split_k_bias", "conv_split_k4"):
+        g, d = CASES[name]()
+        assert gemm_split(d, g) is not None, name
+        _, src = _variant(d, g, "sm_90", "64x64x16runs")
+        assert "hb_last" in src and "__stcg(reinterpret_cast<float4*>" in src, name
+        assert "__ldcg(reinterpret_cast<const float4*>" in src, name
+        # the fix-up's epilogue: 16-byte stores where the output runs along n, else per element
+        assert ("make_float4(hb_s" in src) == (not name.startswith("conv")), name
+    g, d = CASES["conv_split_k"]()  # 7x7 pixels: n not in whole 4s, the partials element by element
+    _, src = _variant(d, g, "sm_90", "64x64x16runs")
+    assert "hb_last" in src and "__stcg(" not in src
 
 
 def test_ak_falls_back_where_shared_memory_or_k_do_not_allow():
@@ -210,19 +228,29 @@ def test_same_problems_on_lavapipe(vk, case):
 
 
 @pytest.mark.parametrize("abi", ["descriptors", "bda"])
-@pytest.mark.parametrize("case", ["matmul_k4_bias", "batch_matmul_k4_bias", "matmul_vec"])
+@pytest.mark.parametrize("case", ["matmul_k4_bias", "batch_matmul_k4_bias", "matmul_vec", "matmul_split_k",
+                                  "batch_matmul_split_k_bias", "conv_split_k4"])
 def test_vector_epilogue_on_lavapipe(vk, case, abi):
     """finish4 in GLSL (the outputs' vec4 views): runs of 4 owned columns (64x64x16runs, a tile
-    ragged in M and N) stored as one vec4 each, on lavapipe against the oracle."""
+    ragged in M and N) stored as one vec4 each, on lavapipe against the oracle; split along K,
+    the partial sums go through the scratch binding's coherent uvec4 view (SPLIT4), and two runs
+    give the same bits (the counters are back at zero, the sum's order fixed)."""
     from halbench.compiler.codegen.glsl import generate_vulkan
 
     g, d = CASES[case]()
     t = forced_gemm_tuning(tuning_for("llvmpipe", "vulkan"), d, g, CONFIGS["64x64x16runs"])
     (variant,) = generate_vulkan(d, g, t, abi)
-    assert re.search(r"V\d+\[\(.*\) / 4\] = vec4\(hb_s", variant.source), case
+    # an NCHW convolution's output is not stored in runs (its n is a pixel), its partials are
+    assert bool(re.search(r"V\d+\[\(.*\) / 4\] = vec4\(hb_s", variant.source)) == (not case.startswith("conv")), case
+    split = "split" in case
+    assert ("= floatBitsToUint(vec4(acc_" in variant.source) == split, case
     inputs = cc.random_inputs(g, d, seed=5)
-    for o, r in zip(_run(vk, d, g, variant, inputs), cc.reference(g, d, inputs)):
+    outs = _run(vk, d, g, variant, inputs)
+    for o, r in zip(outs, cc.reference(g, d, inputs)):
         assert np.isfinite(o).all() and rel_err(o, r) <= RTOL, f"{case}: rel err {rel_err(o, r):.2e}"
+    if split:
+        again = _run(vk, d, g, variant, inputs, runs=2)
+        assert all(np.array_equal(x, y) for x, y in zip(outs, again)), f"{case}: results move"
 
 
 @pytest.fixture(scope="module")

@@ -61,6 +61,15 @@ class CUDA(Lang):
     def store4(self, i: int, off4: str, values: Sequence[str]) -> str:
         return f"reinterpret_cast<float4*>(B{i})[{off4}] = make_float4({', '.join(values)});"
 
+    # L2 only (ld.cg / st.cg): another workgroup's partials are never read from a stale L1 line
+    scratch4_ok = True
+
+    def scratch_store4(self, i: int, off4: str, values: Sequence[str]) -> str:
+        return f"__stcg(reinterpret_cast<float4*>(B{i}) + ({off4}), make_float4({', '.join(values)}));"
+
+    def scratch_load4(self, i: int, off4: str) -> str:
+        return f"__ldcg(reinterpret_cast<const float4*>(B{i}) + ({off4}))"
+
     def bits_to_float(self, bits: str) -> str:
         return f"__int_as_float(int({bits}))"
 

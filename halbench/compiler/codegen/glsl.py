@@ -88,6 +88,15 @@ class GLSL(Lang):
     def scratch_add(self, i: int, off: str) -> str:
         return f"int(atomicAdd(B{i}[{off}], 1u))"
 
+    # through the scratch binding's coherent uvec4 view (glsl.py declares it where SPLIT4 is on)
+    scratch4_ok = True
+
+    def scratch_store4(self, i: int, off4: str, values: Sequence[str]) -> str:
+        return f"V{i}[{off4}] = floatBitsToUint(vec4({', '.join(values)}));"
+
+    def scratch_load4(self, i: int, off4: str) -> str:
+        return f"uintBitsToFloat(V{i}[{off4}])"
+
     def bits_to_float(self, bits: str) -> str:
         if bits.startswith("0x"):
             return f"uintBitsToFloat({bits}u)"
@@ -134,7 +143,7 @@ def glsl_sources(d: Any, g: Graph, target: Any = None, abis: Sequence[str] = ("b
                          "align": 4, "vtype": "vec4"})
     if plan.scratch:  # split-K partial sums and counters (kernels.GemmSplit), read across workgroups
         bindings.append({"i": len(disp.values) + plan.status, "stype": "uint", "access": "coherent",
-                         "vec4": False, "align": 4, "vtype": "vec4"})
+                         "vec4": bool(plan.ctx.get("SPLIT4")), "align": 4, "vtype": "uvec4"})
     sources = {}
     for abi in abis:
         sources[abi] = render("glsl_module.j2", abi=abi, name=plan.ctx.get("name", disp.name),

@@ -999,9 +999,15 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
     ctx["ROW"] = _owned(tiles.tm, tiles.bm, "ty", cfg.runs)
     ctx["COL"] = _owned(tiles.tn, tiles.bn, "tx", cfg.runs)
     ctx["FRAG"] = cfg.frag and t.api in GEMM_FRAGMENTS
-    # finish4: unsplit, runs of 4 owned columns, N in whole 4s (gemm.j2 stores a run at once)
-    f4 = problem["finish4"] if vec and tiles.tn % 4 == 0 and n % 4 == 0 and slices == 1 else None
+    # finish4: runs of 4 owned columns, N in whole 4s (gemm.j2 stores a run at once). SPLIT4: the
+    # same runs of a split GEMM store and read their partial sums (laid out [slice][b][m][n]
+    # whatever the output's layout) 16 bytes at a time, where the language has 16-byte scratch
+    # access; its fix-up then runs finish4 where there is one, else the epilogue per element.
+    runs4 = vec and tiles.tn % 4 == 0 and n % 4 == 0
+    split4 = runs4 and slices > 1 and GEMM_SPLIT4 and c.L.scratch4_ok
+    f4 = problem["finish4"] if runs4 and (slices == 1 or split4) else None
     ctx["finish4"] = f4[0] if f4 else None
+    ctx["SPLIT4"] = split4
     ctx["FRAG_AHEAD"] = FRAG_AHEAD  # FRAG: fragments loaded this many K steps before their FMAs
     ctx["MIN_BLOCKS"] = gemm_min_blocks(t, cfg)  # 0: __launch_bounds__ without a block count
     sa, sb = tiles.bk * (tiles.bm + 4), tiles.bk * (tiles.bn + 4)
@@ -1496,6 +1502,9 @@ def _finish4(c: _Ctx, out: list[str], n: int) -> tuple[str, frozenset[int]] | No
 #: gemm.j2 finish4 (CUDA, GLSL): a run of 4 owned output columns stored as one 16-byte store (_finish4).
 GEMM_STORE4 = True
 STORE4_LANGS = ("cuda", "glsl")
+
+#: gemm.j2 SPLIT4 (CUDA, GLSL): a split GEMM with finish4 stores and sums its partials 16 bytes at a time.
+GEMM_SPLIT4 = True
 
 #: gemm.j2 AK (cp.async GEMMs whose A is contiguous along K): A staged K-contiguous, 16 bytes a copy.
 GEMM_AK = True

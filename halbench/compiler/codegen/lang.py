@@ -93,6 +93,15 @@ class Lang:
         """Atomically add 1 to counter ``off``; the expression is the old value."""
         return f"int(atomicAdd(&B{i}[{off}], 1u))"
 
+    #: 16-byte partial sums (gemm.j2 SPLIT4): ``off4`` counts vec4s of the f32 partials
+    scratch4_ok = False
+
+    def scratch_store4(self, i: int, off4: str, values: Sequence[str]) -> str:
+        raise NotImplementedError
+
+    def scratch_load4(self, i: int, off4: str) -> str:
+        raise NotImplementedError
+
     def scratch_clear(self, i: int, off: str) -> str:
         return f"B{i}[{off}] = 0u;"
 
