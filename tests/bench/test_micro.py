@@ -199,7 +199,7 @@ def test_workgroup_scope_gemm_runs_and_checks(device, mma, tile, invocations) ->
          "invocations": invocations}
     try:
         mb = prepare_micro("gemm-f16", device, p)
-    except Unsupported as e:
-        assert "VK_NV_cooperative_matrix2" in str(e)
+    except Unsupported as e:  # no VK_NV_cooperative_matrix2 here, or (mma 4) no glslang for its GLSL
+        assert "_cooperative_matrix2" in str(e)
         pytest.skip(str(e))
     _gemm_right_and_a_wrong_output_caught(mb, 256)
