@@ -1004,7 +1004,8 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
     # whatever the output's layout) 16 bytes at a time, where the language has 16-byte scratch
     # access; its fix-up then runs finish4 where there is one, else the epilogue per element.
     runs4 = vec and tiles.tn % 4 == 0 and n % 4 == 0
-    split4 = runs4 and slices > 1 and GEMM_SPLIT4 and c.L.scratch4_ok
+    # (16-byte aligned: the scratch binding's offset is a multiple of 256, PART of 4 words)
+    split4 = runs4 and slices > 1 and GEMM_SPLIT4 and c.L.scratch4_ok and ctx["PART"] % 4 == 0
     f4 = problem["finish4"] if runs4 and (slices == 1 or split4) else None
     ctx["finish4"] = f4[0] if f4 else None
     ctx["SPLIT4"] = split4
@@ -1503,7 +1504,8 @@ def _finish4(c: _Ctx, out: list[str], n: int) -> tuple[str, frozenset[int]] | No
 GEMM_STORE4 = True
 STORE4_LANGS = ("cuda", "glsl")
 
-#: gemm.j2 SPLIT4 (CUDA, GLSL): a split GEMM with finish4 stores and sums its partials 16 bytes at a time.
+#: gemm.j2 SPLIT4 (CUDA, GLSL): a split GEMM whose threads own runs of 4 columns (N in whole 4s)
+#: stores and sums its partials 16 bytes at a time.
 GEMM_SPLIT4 = True
 
 #: gemm.j2 AK (cp.async GEMMs whose A is contiguous along K): A staged K-contiguous, 16 bytes a copy.

@@ -25,6 +25,17 @@ _COMMON = """
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 """
 
+# The GEMMs' tile of C (tm, tn) for this workgroup, in a grouped raster (8 block rows share B
+# tiles in L2); a shape that is not a multiple of the tile, or a workgroup beyond the tiles,
+# returns before anything is read (the host refuses such shapes; the kernel re-checks).
+_GEMM_TILE = """  uint M = CONST(0), N = CONST(1), K = CONST(2);
+  if (M % BM != 0u || N % BN != 0u || K % BK != 0u || K == 0u) return;
+  uint tiles_m = M / BM, tiles_n = N / BN, pid = gl_WorkGroupID.x;
+  if (pid >= tiles_m * tiles_n) return;
+  uint width = 8u * tiles_n, first = pid / width * 8u, gsz = min(tiles_m - first, 8u);
+  uint tm = first + (pid % width) % gsz, tn = (pid % width) / gsz;
+"""
+
 # Kernel bodies use ELEM(i) accessors declared per ABI by _bufs().
 _BODIES: dict[str, str] = {
     # dst[i] = src[i] in tiles of 256 * UNROLL vec4 per workgroup: each invocation loads UNROLL
@@ -131,12 +142,7 @@ layout(local_size_x = WG) in;
 shared uvec4 sA[2 * BM * LDS];
 shared uvec4 sB[2 * BN * LDS];
 void main() {
-  uint M = CONST(0), N = CONST(1), K = CONST(2);
-  if (M % BM != 0u || N % BN != 0u || K % BK != 0u || K == 0u) return;
-  uint tiles_m = M / BM, tiles_n = N / BN, pid = gl_WorkGroupID.x;
-  if (pid >= tiles_m * tiles_n) return;
-  uint width = 8u * tiles_n, first = pid / width * 8u, gsz = min(tiles_m - first, 8u);
-  uint tm = first + (pid % width) % gsz, tn = (pid % width) / gsz;
+  GEMM_TILE
   uint tid = gl_LocalInvocationID.x, wm = gl_SubgroupID / SG_N, wn = gl_SubgroupID % SG_N;
   uint kv = K / 8u;  // row length in uvec4
   uint a0 = tm * BM * kv, b0 = tn * BN * kv;
@@ -205,12 +211,7 @@ shared uvec4 sA[BM * LDS];
 shared uvec4 sB[BN * LDS];
 #endif
 void main() {
-  uint M = CONST(0), N = CONST(1), K = CONST(2);
-  if (M % BM != 0u || N % BN != 0u || K % BK != 0u || K == 0u) return;
-  uint tiles_m = M / BM, tiles_n = N / BN, pid = gl_WorkGroupID.x;
-  if (pid >= tiles_m * tiles_n) return;
-  uint width = 8u * tiles_n, first = pid / width * 8u, gsz = min(tiles_m - first, 8u);
-  uint tm = first + (pid % width) % gsz, tn = (pid % width) / gsz;
+  GEMM_TILE
   uint kv = K / 8u;  // row length in uvec4
   uint a0 = tm * BM * kv, b0 = tn * BN * kv;
   coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator> acc =
@@ -262,12 +263,7 @@ void main() {
 #extension GL_EXT_control_flow_attributes : require
 layout(local_size_x = WG) in;
 void main() {
-  uint M = CONST(0), N = CONST(1), K = CONST(2);
-  if (M % BM != 0u || N % BN != 0u || K % BK != 0u || K == 0u) return;
-  uint tiles_m = M / BM, tiles_n = N / BN, pid = gl_WorkGroupID.x;
-  if (pid >= tiles_m * tiles_n) return;
-  uint width = 8u * tiles_n, first = pid / width * 8u, gsz = min(tiles_m - first, 8u);
-  uint tm = first + (pid % width) % gsz, tn = (pid % width) / gsz;
+  GEMM_TILE
   tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> la = createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
   tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> lb = createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
   tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> lc = createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
@@ -385,7 +381,7 @@ def _bufs(kernel: str, abi: str) -> str:
 def glsl_source(kernel: str, abi: str, defines: dict[str, int] | None = None) -> str:
     """The GLSL of ``kernel`` for ``abi`` ("descriptors" or "bda")."""
     head = _COMMON + (_DESCRIPTORS if abi == "descriptors" else _BDA)
-    body = _BODIES[kernel]
+    body = _BODIES[kernel].replace("  GEMM_TILE\n", _GEMM_TILE)
     if kernel == "matrix_f16":
         d = defines or {}
         m, n, k = d["MM"], d["NN"], d["KK"]
