@@ -10,6 +10,7 @@ BDA unless the tag says otherwise) in this process, with the switch set before a
   nost4      gemm.j2 finish4 off (the epilogue stored element by element)
   noasync    CUDA without cp.async (gemm.j2's scalar register staging; CUDA only)
   desc       the Vulkan descriptor ABI instead of BDA
+  nohoist    passes/hoist_branches.py off (a residual's shallow branch left where the exporter put it)
 and ``--same-configs`` gives CUDA the Vulkan tuning cache's configuration for every GEMM, so a
 dispatch runs the same tiles on both APIs (the thirteenth session's attribution of the ResNet-50
 gap to cp.async: docs/examples/h200-vulkan-gap.txt).
@@ -32,7 +33,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-TAGS = ("A", "nosplit4", "noak", "nost4", "noasync", "desc")
+TAGS = ("A", "nosplit4", "noak", "nost4", "noasync", "desc", "nohoist")
 MODELS = ("mobilenetv2", "resnet50", "minilm-l6")
 TRACKED_CACHE = Path(__file__).resolve().parent.parent / "docs" / "examples" / "h100-tuning"
 
@@ -71,6 +72,10 @@ def compile_tag(out: Path, tag: str, models: list[str], batches: list[int]) -> N
         devs = ("cuda",)
     elif tag == "desc":
         abi = "descriptors"
+    elif tag == "nohoist":
+        from halbench.compiler.passes import hoist_branches
+
+        hoist_branches.ENABLED = False
     elif tag != "A":
         sys.exit(f"unknown tag {tag!r}; use one of {', '.join(TAGS)}")
     tmp = Path(tempfile.mkdtemp(prefix="halbench-switch-"))

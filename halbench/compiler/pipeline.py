@@ -14,6 +14,7 @@ from halbench.compiler.passes.cost import cost
 from halbench.compiler.passes.fold_constants import fold_constants
 from halbench.compiler.passes.fold_reshapes import fold_reshapes
 from halbench.compiler.passes.form_dispatches import form_dispatches
+from halbench.compiler.passes.hoist_branches import hoist_branches
 from halbench.compiler.passes.fuse_attention import fuse_attention
 from halbench.compiler.passes.fuse_elementwise import fuse_elementwise
 from halbench.compiler.passes.fuse_pad import fuse_pad
@@ -29,7 +30,8 @@ __all__ = ["PASSES", "run_pipeline"]
 
 PASSES = ("parse", "inline_constants", "canonicalize", "fold_constants", "share_batch_operands",
           "fold_reshapes", "fuse_pad", "winograd",
-          "fuse_elementwise", "merge_gemms", "form_dispatches", "recognize_patterns", "fuse_rows",
+          "fuse_elementwise", "merge_gemms", "hoist_branches", "form_dispatches", "recognize_patterns",
+          "fuse_rows",
           "fuse_attention",
           "assign_buffers", "cost")
 
@@ -69,6 +71,7 @@ def run_pipeline(graph: Graph, dump_after: str | None = None, out: TextIO | None
     g = step("winograd", lambda x: winograd(x, winograd_mode, precision), g)  # 3x3 convs: 2.25x fewer GEMM MACs
     g = step("fuse_elementwise", fuse_elementwise, g)      # chains of element-wise ops: one body
     g = step("merge_gemms", lambda x: merge_gemms(x, merge_sibling_gemms), g)  # Q, K, V: one GEMM over N
+    g = step("hoist_branches", hoist_branches, g)          # a residual's shallow branch runs beside the deep one
     g = step("form_dispatches", form_dispatches, g)        # one root + epilogue per dispatch
     g = step("recognize_patterns", recognize_patterns, g)  # softmax / layer norm groups, for GPU kernels
     g = step("fuse_rows", fuse_rows, g)                    # each tagged group: one row dispatch

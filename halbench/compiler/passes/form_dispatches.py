@@ -16,14 +16,14 @@ from __future__ import annotations
 
 from halbench.compiler.ir import Graph, Op, is_identity, merge_locs, node_names
 
-__all__ = ["ROOT_KINDS", "form_dispatches", "generic_kind"]
+__all__ = ["EPILOGUE_ROOTS", "ROOT_KINDS", "epilogue_slot", "form_dispatches", "generic_kind"]
 
 ROOT_KINDS = {"conv2d": "conv", "depthwise_conv2d": "depthwise_conv", "matmul": "matmul",
               "batch_matmul": "batch_matmul", "pool": "pooling", "pad": "pad", "concat": "concat",
               "slice": "slice", "insert_slice": "insert_slice", "copy": "copy", "scan": "scan",
               "sort": "sort", "scatter": "scatter", "winograd_input": "winograd_input",
               "winograd_output": "winograd_output"}
-_EPILOGUE_ROOTS = {"conv2d", "depthwise_conv2d", "matmul", "batch_matmul", "pool", "winograd_output"}
+EPILOGUE_ROOTS = {"conv2d", "depthwise_conv2d", "matmul", "batch_matmul", "pool", "winograd_output"}
 
 
 def generic_kind(op: Op) -> str:
@@ -40,7 +40,7 @@ def generic_kind(op: Op) -> str:
     return "elementwise"
 
 
-def _can_be_epilogue(root: Op, c: Op) -> int | None:
+def epilogue_slot(root: Op, c: Op) -> int | None:
     """The slot at which ``c`` reads ``root``'s result as an epilogue, else None."""
     if c.kind != "generic" or len(c.outputs) != 1 or "reduction" in c.attrs["iterators"]:
         return None
@@ -83,12 +83,12 @@ def form_dispatches(graph: Graph) -> Graph:
         if i in taken:
             continue
         epilogue = None
-        if op.kind in _EPILOGUE_ROOTS and len(op.outputs) == 1:
+        if op.kind in EPILOGUE_ROOTS and len(op.outputs) == 1:
             r = op.outputs[0]
             cs = consumers.get(r, [])
             if uses.get(r, 0) == 1 and r not in outputs and len(cs) == 1:
                 c = g.ops[cs[0]]
-                slot = _can_be_epilogue(op, c)
+                slot = epilogue_slot(op, c)
                 # Every other input of the epilogue must already exist when the root runs.
                 # (An input that is a folded reshape of such a value counts as that value: reading
                 # the view before its source is computed reads stale memory.)
