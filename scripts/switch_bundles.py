@@ -11,6 +11,7 @@ BDA unless the tag says otherwise) in this process, with the switch set before a
   noasync    CUDA without cp.async (gemm.j2's scalar register staging; CUDA only)
   desc       the Vulkan descriptor ABI instead of BDA
   nohoist    passes/hoist_branches.py off (a residual's shallow branch left where the exporter put it)
+  nolevels   passes/schedule_levels.py off (dispatches in the exporter's order: a barrier between branches)
 and ``--same-configs`` gives CUDA the Vulkan tuning cache's configuration for every GEMM, so a
 dispatch runs the same tiles on both APIs (the thirteenth session's attribution of the ResNet-50
 gap to cp.async: docs/examples/h200-vulkan-gap.txt).
@@ -33,8 +34,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-TAGS = ("A", "nosplit4", "noak", "nost4", "noasync", "desc", "nohoist")
-MODELS = ("mobilenetv2", "resnet50", "minilm-l6")
+TAGS = ("A", "nosplit4", "noak", "nost4", "noasync", "desc", "nohoist", "nolevels")
+MODELS = ("mobilenetv2", "resnet50", "minilm-l6")  # the default; any zoo model name is taken
 TRACKED_CACHE = Path(__file__).resolve().parent.parent / "docs" / "examples" / "h100-tuning"
 
 
@@ -76,6 +77,10 @@ def compile_tag(out: Path, tag: str, models: list[str], batches: list[int]) -> N
         from halbench.compiler.passes import hoist_branches
 
         hoist_branches.ENABLED = False
+    elif tag == "nolevels":
+        from halbench.compiler.passes import schedule_levels
+
+        schedule_levels.ENABLED = False
     elif tag != "A":
         sys.exit(f"unknown tag {tag!r}; use one of {', '.join(TAGS)}")
     tmp = Path(tempfile.mkdtemp(prefix="halbench-switch-"))
@@ -96,7 +101,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out", type=Path)
     ap.add_argument("tags", nargs="+", choices=TAGS)
-    ap.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS)
+    ap.add_argument("--models", nargs="+", default=list(MODELS), help="zoo model names (halbench zoo list)")
     ap.add_argument("--batches", nargs="+", type=int, default=[1, 8])
     ap.add_argument("--same-configs", action="store_true",
                     help="CUDA takes the Vulkan cache's configuration of every GEMM")

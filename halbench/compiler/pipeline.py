@@ -22,6 +22,7 @@ from halbench.compiler.passes.fuse_rows import fuse_rows
 from halbench.compiler.passes.inline_constants import inline_constants
 from halbench.compiler.passes.merge_gemms import merge_gemms
 from halbench.compiler.passes.recognize_patterns import recognize_patterns
+from halbench.compiler.passes.schedule_levels import schedule_levels
 from halbench.compiler.passes.share_batch_operands import share_batch_operands
 from halbench.compiler.passes.winograd import winograd
 from halbench.errors import UserError
@@ -32,7 +33,7 @@ PASSES = ("parse", "inline_constants", "canonicalize", "fold_constants", "share_
           "fold_reshapes", "fuse_pad", "winograd",
           "fuse_elementwise", "merge_gemms", "hoist_branches", "form_dispatches", "recognize_patterns",
           "fuse_rows",
-          "fuse_attention",
+          "fuse_attention", "schedule_levels",
           "assign_buffers", "cost")
 
 
@@ -76,6 +77,7 @@ def run_pipeline(graph: Graph, dump_after: str | None = None, out: TextIO | None
     g = step("recognize_patterns", recognize_patterns, g)  # softmax / layer norm groups, for GPU kernels
     g = step("fuse_rows", fuse_rows, g)                    # each tagged group: one row dispatch
     g = step("fuse_attention", lambda x: fuse_attention(x, fuse_attention_blocks), g)  # Q·Kᵀ..·V: one dispatch
+    g = step("schedule_levels", schedule_levels, g)        # independent dispatches between the same barriers
     g = step("assign_buffers", assign_buffers, g)          # liveness-packed transient arena
     g = step("cost", cost, g)                              # flops / bytes for rooflines
     return g

@@ -9,6 +9,7 @@ buffer (an input, a weight, or a value returned twice) is filled by a copy step 
 from __future__ import annotations
 
 from halbench.compiler.ir import Graph
+from halbench.compiler.passes.schedule_levels import op_levels
 
 __all__ = ["ALIGNMENT", "assign_buffers"]
 
@@ -40,15 +41,23 @@ def assign_buffers(graph: Graph) -> Graph:
         r = g.root(v)
         if r in produced and r not in storage:
             storage[r] = (f"output:{user}", 0)
-    # Liveness over dispatch indices (a read through a view is a read of its root).
+    # Liveness over dispatch indices (a read through a view is a read of its root); a tensor is
+    # free once its last reader ran and, where dispatches are scheduled by level, only at a later
+    # level than every reader's (and its writer's), so no reuse puts a hazard inside a level.
+    level = op_levels(g)
     last_use: dict[str, int] = {}
+    last_level: dict[str, int] = {}
     for i, op in enumerate(g.ops):
         for v in op.inputs:
-            last_use[g.root(v)] = i
+            r = g.root(v)
+            last_use[r] = i
+            last_level[r] = max(last_level.get(r, -1), level[i])
+        for v in op.outputs:
+            last_level[v] = max(last_level.get(v, -1), level[i])
     live: dict[str, tuple[int, int]] = {}
     top = 0
     for i, op in enumerate(g.ops):
-        for v in [v for v in live if last_use.get(v, -1) < i]:
+        for v in [v for v in live if last_use.get(v, -1) < i and last_level[v] < level[i]]:
             del live[v]
         for v in op.outputs:
             if v in storage:
