@@ -104,7 +104,15 @@ def operand_view(a: np.ndarray, m: Sequence[Sequence[Any]], rank: int) -> np.nda
 
 def _eval_nodes(nodes: Sequence[Any], arg: Callable[[int], Any], index: Callable[[int], Any],
                 out: Callable[[int], Any], inputs: Sequence[np.ndarray]) -> list[Any]:
-    """Every body node's value: arrays over (a broadcastable part of) the iteration space."""
+    """Every body node's value: arrays over (a broadcastable part of) the iteration space.
+    Arithmetic is IEEE's, as a device's: an overflow, a NaN or an out-of-range cast is a value,
+    not a warning on the user's terminal (constant folding of a model's weights runs here too)."""
+    with np.errstate(all="ignore"):
+        return _eval_nodes_quietly(nodes, arg, index, out, inputs)
+
+
+def _eval_nodes_quietly(nodes: Sequence[Any], arg: Callable[[int], Any], index: Callable[[int], Any],
+                        out: Callable[[int], Any], inputs: Sequence[np.ndarray]) -> list[Any]:
     vals: list[Any] = [None] * len(nodes)
     for i, (op, args, dt, value) in enumerate(nodes):
         npdt = _DT[dt]
