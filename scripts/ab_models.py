@@ -7,7 +7,8 @@ Usage: python scripts/ab_models.py DIR DEVICE [DEVICE ...] [--torch-precision fp
 DIR holds MODEL-bBATCH-TAG.hbx files (halbench compile --weights random; TAG A is the
 baseline); the ONNX file they were compiled from is rebuilt from the zoo with the same seeds.
 A TAG ending in "nd" is run with the device's dependent launches off (GpuDevice.dependent_launch;
-a copy of another tag's bundle then times programmatic edges against plain ones).
+a copy of another tag's bundle then times programmatic edges against plain ones); a TAG ending in "nj" with the
+CUDA device's programmatic joins off (GpuDevice.programmatic_joins: an empty node after a level of several kernels).
 --torch-precision times PyTorch at that precision (TF32, or autocast f16 / bf16), for bundles
 compiled with --precision; fp32 (TF32 off) by default.
 """
@@ -98,9 +99,11 @@ def main() -> None:
                 with halbench.create_device(uri) as dev:
                     pdl = getattr(dev, "dependent_launch", None)
 
-                    def use(t: str, dev=dev, pdl=pdl) -> None:  # command buffers record the flag
+                    def use(t: str, dev=dev, pdl=pdl) -> None:  # command buffers record the flags
                         if pdl is not None:
                             dev.dependent_launch = pdl and not t.endswith("nd")
+                        if hasattr(dev, "programmatic_joins"):  # a tag ending in "nj": empty join nodes
+                            dev.programmatic_joins = not t.endswith("nj")
 
                     mods = []
                     for t in tags:

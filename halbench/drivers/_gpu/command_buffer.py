@@ -2,7 +2,9 @@
 
 Nodes are added explicitly (not by stream capture) so that commands between two barriers have
 no edges between them and may run concurrently, as the HAL allows; each barrier joins
-everything before it (one empty node when both sides have several commands). With profiling,
+everything before it: an empty node after several commands, except after a few kernels that
+wait for their predecessors themselves, which the next kernels follow through a programmatic
+edge from each (``GpuDevice.programmatic_joins``). With profiling,
 each kernel is bracketed by event-record nodes and the commands run one after another (so a
 dispatch's events time it, not its overlap with its neighbours); the same commands also stay
 available as an event-free graph (``unprofiled_total``: the concurrent time) and as a plain
@@ -17,6 +19,10 @@ import numpy as np
 
 from halbench.drivers._gpu.executable import KernelParams
 from halbench.hal import BufferBinding, CommandBuffer, EntryPoint, Executable
+
+#: The most kernels between two barriers that the next ones depend on directly (programmatic
+#: edges from each) rather than through an empty join node (GpuDevice.programmatic_joins).
+JOIN_DIRECT_MAX = 8
 
 __all__ = ["GpuCommandBuffer"]
 
@@ -81,9 +87,14 @@ class GpuCommandBuffer(CommandBuffer):
         for op in self.ops:
             kind = op[0]
             if kind == "barrier":
-                if len(segment) > 1:
+                if len(segment) > 1 and not (pdl and self.device.programmatic_joins
+                                             and len(segment) <= JOIN_DIRECT_MAX and set(segment) <= waits):
                     deps = [api.graph_add_empty(graph, segment)]
                 elif segment:
+                    # one node, or a few kernels that each wait for their predecessors: the next
+                    # kernels depend on them directly (programmatic edges from every one; its
+                    # griddepcontrol.wait waits for all), not through an empty node, which ends
+                    # dependent launch there
                     deps = segment
                 segment = []
             elif kind == "kernel":
@@ -98,7 +109,7 @@ class GpuCommandBuffer(CommandBuffer):
                     node = api.graph_add_event_record(graph, [node], end)
                     chain = [node]
                 else:
-                    programmatic = pdl and waiting and len(deps) == 1 and deps[0] in waits
+                    programmatic = pdl and waiting and bool(deps) and set(deps) <= waits
                     node = api.graph_add_kernel(graph, deps, fn, grid, block, params.ptr, shared,
                                                 programmatic=programmatic)
                     if pdl and waiting:

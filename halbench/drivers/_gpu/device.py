@@ -83,7 +83,8 @@ class GpuDevice(Device):
     launches (``HALBENCH_<API>_GRAPHS=0``; the benchmarks compare both).
     ``dependent_launch``: kernels that wait for their predecessors themselves
     (EntryPoint.dependent_launch) are launched programmatically after a kernel they depend on
-    (``HALBENCH_<API>_DEPENDENT_LAUNCH=0``: never).
+    (``HALBENCH_<API>_DEPENDENT_LAUNCH=0``: never), also after a level of several such kernels
+    (``programmatic_joins``).
     ``unprofiled_total``: with profiling on, also replay an event-free graph per submission and
     report its time as ``Profile.total_ns`` (``total_source="unprofiled"``). Off by default: the
     work then runs twice, which only suits command buffers whose result does not depend on how
@@ -112,6 +113,10 @@ class GpuDevice(Device):
         #: plain edges, each kernel launched after its predecessor completes.
         self.dependent_launch = (api.programmatic_edges() and is_sm(self.arch) and parse_sm(self.arch).major >= 9
                                  and _env_flag(prefix + "DEPENDENT_LAUNCH", True))
+        #: Where a few such kernels share a level (between two barriers), the kernels after the
+        #: barrier follow all of them through programmatic edges instead of an empty join node
+        #: (``HALBENCH_<API>_PROGRAMMATIC_JOINS=0``: the empty node, dependent launch ending there).
+        self.programmatic_joins = _env_flag(prefix + "PROGRAMMATIC_JOINS", True)
         self.max_workgroup_count = tuple(api.attribute(ordinal, f"MAX_GRID_DIM_{a}") for a in "XYZ")
         self.max_workgroup_size = tuple(api.attribute(ordinal, f"MAX_BLOCK_DIM_{a}") for a in "XYZ")
         #: Shared memory one workgroup may use, static plus dynamic, with the kernel opted in.
