@@ -264,14 +264,19 @@ def randomize_onnx(model: Any, seed: int) -> dict[str, tuple[str, int]]:
     bundle stays small), declares those it made of them by moving and joining elements (a
     transposed Gemm weight, merged Q / K / V weights) by their derivation tree, stores the rest
     it computed from them, and peers and the onnxruntime reference run the model randomized the same way: every runtime
-    computes the same function. Returns weight_digest -> (dtype, seed) of the new values."""
+    computes the same function. Returns weight_digest -> (dtype, seed) of the new values.
+
+    A BatchNormalization's variance keeps its values: random ones are negative half the time, and
+    the model's every output would be NaN (its square root), which any reference matches."""
     from onnx import numpy_helper
 
+    variances = {n.input[4] for n in model.graph.node
+                 if n.op_type == "BatchNormalization" and n.domain in ("", "ai.onnx") and len(n.input) > 4}
     out: dict[str, tuple[str, int]] = {}
     for i, t in enumerate(model.graph.initializer):
         dtype = _ONNX_FLOATS.get(t.data_type)
         n = int(np.prod(t.dims, dtype=np.int64)) if len(t.dims) else 1
-        if dtype is None or n <= 1:
+        if dtype is None or n <= 1 or t.name in variances:
             continue
         values = random_weight(dtype, tuple(t.dims), seed + i, RANDOM_INIT)
         t.CopyFrom(numpy_helper.from_array(values, t.name))

@@ -71,3 +71,41 @@ def test_random_weights_bundle_is_small_and_runs(tmp_path: Path) -> None:
     stored.write(tmp_path / "s.hbx")
     plain = run_local(tmp_path / "s.hbx", feeds)
     assert not np.allclose(plain[0], out[0])  # the randomized model is another model
+
+
+def test_random_weights_keep_batchnorm_variances(tmp_path: Path) -> None:
+    """weights="random" leaves a BatchNormalization's variance as the model has it (random values
+    are negative half the time and would make every output NaN, which the reference matches
+    too); the other weights are random, the bundle stores the variance, and the outputs are
+    finite and match onnxruntime on the same randomized model."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    from halbench.bundle.weights import RANDOM_SEED, randomize_onnx
+    from halbench.compiler import CompileOptions, compile_model
+    from tests.compiler.helpers import run_local
+
+    c = 6
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.uniform(0.5, 1.5, c).astype(np.float32), n) for n in ("scale", "var")]
+    inits += [numpy_helper.from_array(rng.standard_normal(c).astype(np.float32), n) for n in ("bias", "mean")]
+    graph = helper.make_graph(
+        [helper.make_node("BatchNormalization", ["x", "scale", "bias", "mean", "var"], ["b"]),
+         helper.make_node("Relu", ["b"], ["y"])], "bn",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, c, 5, 5])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, c, 5, 5])], inits)
+    path = tmp_path / "bn.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    m = onnx.load(str(path))
+    randomize_onnx(m, RANDOM_SEED)
+    after = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
+    assert np.array_equal(after["var"], numpy_helper.to_array(inits[1]))
+    assert not np.array_equal(after["scale"], numpy_helper.to_array(inits[0]))
+    x = rng.standard_normal((2, c, 5, 5)).astype(np.float32)
+    ref = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    assert np.isfinite(ref).all() and (ref > 0).any()
+    cm = compile_model(path, CompileOptions(weights="random"))
+    cm.write(tmp_path / "bn.hbx")
+    out = run_local(tmp_path / "bn.hbx", {"x": x})[0]
+    np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-6)
