@@ -686,8 +686,12 @@ def inspect_cmd(bundle: str, device_uri: str | None, fmt: str) -> None:
     b = read_bundle(bundle)
     m = b.manifest
     loaded, why = _kernel_resources(b, device_uri) if device_uri else ({}, "")
+    # the schedule: dispatches, and the barriers between them (one per level boundary)
+    schedule = {f.name: {"dispatches": sum(s.kind == "dispatch" for s in f.steps),
+                         "barriers": sum(s.kind == "barrier" for s in f.steps)} for f in m.functions}
     if fmt == "json":
-        doc = {"targets": list(m.targets), "executables": [e.to_dict() for e in m.executables]}
+        doc = {"targets": list(m.targets), "schedule": schedule,
+               "executables": [e.to_dict() for e in m.executables]}
         if device_uri:
             doc["device"] = device_uri
             for e in doc["executables"]:
@@ -697,6 +701,8 @@ def inspect_cmd(bundle: str, device_uri: str | None, fmt: str) -> None:
         return
     targets = ", ".join(f"{t.get('device')}={t.get('target')}" for t in m.targets) or "-"
     click.echo(f"{bundle}: {len(m.executables)} executables, targets {targets}")
+    for name, n in schedule.items():
+        click.echo(f"  function {name}: {n['dispatches']} dispatches, {n['barriers']} barriers")
     for e in m.executables:
         click.echo(f"  {e.id:4d} {e.name}")
         if e.id in loaded:

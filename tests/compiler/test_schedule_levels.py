@@ -145,3 +145,26 @@ def test_zoo_models_cost_their_longest_chain_in_barriers(model: str, before: int
     monkeypatch.setattr(sl, "ENABLED", True)
     g = _graph(path)
     assert max(sl.op_levels(g)) == after  # one barrier per level boundary, none inside a level
+
+
+def test_inspect_shows_the_schedule(tmp_path: Path, monkeypatch) -> None:
+    """``halbench inspect`` says how many dispatches and barriers each function has (text and JSON)."""
+    import json
+
+    from click.testing import CliRunner
+
+    from halbench.cli import main
+
+    path, _ = _inception(tmp_path)
+    counts = {}
+    for on in (True, False):
+        out = tmp_path / f"{on}.hbx"
+        _compile(path, on, monkeypatch).write(out)
+        r = CliRunner().invoke(main, ["inspect", str(out), "--format", "json"])
+        assert r.exit_code == 0, r.output
+        (sched,) = json.loads(r.output)["schedule"].values()
+        counts[on] = sched
+        text = CliRunner().invoke(main, ["inspect", str(out)]).output
+        assert f"{sched['dispatches']} dispatches, {sched['barriers']} barriers" in text, text
+    assert counts[True]["dispatches"] == counts[False]["dispatches"]
+    assert counts[True]["barriers"] == 3 < counts[False]["barriers"]
