@@ -14,11 +14,11 @@ from halbench.compiler.passes.cost import cost
 from halbench.compiler.passes.fold_constants import fold_constants
 from halbench.compiler.passes.fold_reshapes import fold_reshapes
 from halbench.compiler.passes.form_dispatches import form_dispatches
-from halbench.compiler.passes.hoist_branches import hoist_branches
 from halbench.compiler.passes.fuse_attention import fuse_attention
 from halbench.compiler.passes.fuse_elementwise import fuse_elementwise
 from halbench.compiler.passes.fuse_pad import fuse_pad
 from halbench.compiler.passes.fuse_rows import fuse_rows
+from halbench.compiler.passes.hoist_branches import hoist_branches
 from halbench.compiler.passes.inline_constants import inline_constants
 from halbench.compiler.passes.merge_gemms import merge_gemms
 from halbench.compiler.passes.recognize_patterns import recognize_patterns

@@ -82,3 +82,21 @@ def forced_gemm_tuning(t: Any, d: Any, g: Any, cfg: Any) -> Any:
         cfg = dataclasses.replace(cfg, split=sp.slices)
     key = problem_key(config_problem(d.attrs["root"], g.types))
     return dataclasses.replace(t, gemm_configs=((key, cfg),))
+
+
+def same_bits_both_ways(compiled: dict[str, Any], feeds: dict[str, np.ndarray], ref: np.ndarray, tmp: Path,
+                        uris: tuple[str, ...] = ("local-sync://", "vulkan://"), tol: float = 1e-5) -> None:
+    """Each compiled module (name -> CompiledModule) run on each device matches ``ref`` (the
+    model's first output) within ``tol``, and all of them give the same bits on a device: two
+    schedules of the same kernels (an A/B of a scheduling pass) compute the same function."""
+    outs: dict[tuple[str, str], np.ndarray] = {}
+    for what, cm in compiled.items():
+        bundle = tmp / f"{what.replace(' ', '_')}.hbx"
+        cm.write(bundle)
+        for uri in uris:
+            y = run_local(bundle, feeds, uri)[0]
+            assert y.shape == ref.shape and rel_err(y, ref) < tol, (what, uri, rel_err(y, ref))
+            outs[what, uri] = y
+    first = next(iter(compiled))
+    for (what, uri), y in outs.items():
+        assert np.array_equal(y, outs[first, uri]), (what, first, uri)

@@ -14,7 +14,7 @@ import pytest
 
 from halbench.compiler import CompileOptions, compile_model
 from halbench.compiler.passes import hoist_branches as hb
-from tests.compiler.helpers import onnx_reference, rel_err, run_local
+from tests.compiler.helpers import onnx_reference, same_bits_both_ways
 
 pytest.importorskip("onnxruntime")
 pytest.importorskip("iree.compiler")
@@ -74,16 +74,7 @@ def test_bottleneck_downsample_runs_beside_the_first_conv(vk, tmp_path: Path, mo
     assert s_on[-1] == "conv+elementwise" and "conv" not in s_on[2:], s_on
     assert s_on.count("|") == s_off.count("|") - 1
     assert len([s for s in s_on if s != "|"]) == len([s for s in s_off if s != "|"])
-    outs = {}
-    for what, cm in (("hoisted", on), ("unhoisted", off)):
-        bundle = tmp_path / f"{what}.hbx"
-        cm.write(bundle)
-        for uri in ("local-sync://", "vulkan://"):
-            y = run_local(bundle, feeds, uri)[0]
-            assert y.shape == ref.shape and rel_err(y, ref) < 1e-5, (what, uri, rel_err(y, ref))
-            outs[what, uri] = y
-    for uri in ("local-sync://", "vulkan://"):  # the same kernels, summed in the same order
-        assert np.array_equal(outs["hoisted", uri], outs["unhoisted", uri]), uri
+    same_bits_both_ways({"hoisted": on, "unhoisted": off}, feeds, ref, tmp_path)
 
 
 def test_bottleneck_cuda_kernels_compile(tmp_path: Path, monkeypatch) -> None:

@@ -13,7 +13,7 @@ import pytest
 
 from halbench.compiler import CompileOptions, compile_model
 from halbench.compiler.passes import schedule_levels as sl
-from tests.compiler.helpers import onnx_reference, rel_err, run_local
+from tests.compiler.helpers import onnx_reference, same_bits_both_ways
 
 pytest.importorskip("onnxruntime")
 pytest.importorskip("iree.compiler")
@@ -102,20 +102,11 @@ def test_inception_branches_start_between_the_same_barriers(vk, tmp_path: Path, 
     # the exporter's order: branch after branch; by level: the four branches' first dispatches
     # (three 1x1 convolutions and the pool) together, then two 3x3s and the pool branch's 1x1,
     # then the third branch's second 3x3, then the concatenation
-    assert sorted(sum(seg_on, [])) == sorted(sum(seg_off, []))
+    assert sorted(n for s in seg_on for n in s) == sorted(n for s in seg_off for n in s)
     assert [sorted(s) for s in seg_on] == [["conv+elementwise"] * 3 + ["pooling"], ["conv+elementwise"] * 3,
                                            ["conv+elementwise"], ["concat"]], seg_on
     assert len(seg_off) > len(seg_on), seg_off
-    outs = {}
-    for what, cm in (("levels", on), ("exporter order", off)):
-        bundle = tmp_path / f"{what}.hbx"
-        cm.write(bundle)
-        for uri in ("local-sync://", "vulkan://"):
-            y = run_local(bundle, feeds, uri)[0]
-            assert y.shape == ref.shape and rel_err(y, ref) < 1e-5, (what, uri, rel_err(y, ref))
-            outs[what, uri] = y
-    for uri in ("local-sync://", "vulkan://"):
-        assert np.array_equal(outs["levels", uri], outs["exporter order", uri]), uri
+    same_bits_both_ways({"levels": on, "exporter order": off}, feeds, ref, tmp_path)
 
 
 def test_buffer_reuse_puts_no_hazard_inside_a_level(tmp_path: Path, monkeypatch) -> None:
