@@ -1,4 +1,5 @@
-"""On the GPU machine (../shared/gpu/README.md): the H100 under vulkan and cuda. CI skips these."""
+"""On the GPU machine (../shared/gpu/README.md): its Hopper GPU (an H100 or an H200) under vulkan and
+cuda. CI skips these."""
 
 from __future__ import annotations
 
@@ -13,24 +14,28 @@ from halbench.probe import cuda, vulkan
 pytestmark = pytest.mark.gpu
 
 
+HOPPER = ("H100", "H200")
+
+
 def _nvidia_vulkan():
     devices = [d for d in vulkan.query_devices() if d.identity.vendor_id == 0x10DE]
     assert devices, "no NVIDIA device under Vulkan"
     return devices[0]
 
 
-def test_h100_under_cuda() -> None:
+def test_hopper_under_cuda() -> None:
     (dev, *_) = cuda.query_devices()
-    assert "H100" in dev.name and dev.identity.compute_capability == "9.0" and dev.identity.arch == "sm_90"
+    assert any(h in dev.name for h in HOPPER), dev.name
+    assert dev.identity.compute_capability == "9.0" and dev.identity.arch == "sm_90"
     assert dev.identity.uuid and dev.identity.uuid.startswith("GPU-")
     assert dev.limits.compute_units >= 114 and dev.limits.subgroup_size == 32
     assert dev.attributes["max_shared_memory_per_block_optin_bytes"] > 200_000
     assert dev.errors == {}, dev.errors
 
 
-def test_h100_under_vulkan() -> None:
+def test_hopper_under_vulkan() -> None:
     dev = _nvidia_vulkan()
-    assert "H100" in dev.name and dev.identity.driver_id == "NVIDIA_PROPRIETARY"
+    assert any(h in dev.name for h in HOPPER) and dev.identity.driver_id == "NVIDIA_PROPRIETARY", dev.name
     tier = dev.tier("vulkan-1.3")
     assert tier is not None and tier.supported, tier
     assert dev.features.flags["cooperativeMatrix"]
