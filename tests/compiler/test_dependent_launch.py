@@ -67,6 +67,15 @@ def test_entry_point_round_trip():
         EntryDoc.model_validate({**e.to_dict(), "dependent_launch": "yes"})
 
 
+def _waiting_kernel(dev, g, d):
+    """The case's cubin for ``dev`` (its variant and loaded executable); skips before sm_90."""
+    arch = dev.info.identity.arch
+    (v,) = generate_cuda(d, g, arch, formats=("cubin",))
+    if not v.entry.dependent_launch:
+        pytest.skip(f"{arch}: no dependent launch before sm_90")
+    return v, dev.load_executable(v.binary())
+
+
 @pytest.mark.gpu
 def test_chain_of_dependent_kernels_on_cuda():
     """40 dispatches, each reading the buffer the one before wrote (ping-pong): with dependent
@@ -81,11 +90,7 @@ def test_chain_of_dependent_kernels_on_cuda():
         ref = cc.reference(g, d, [ref, xs[1]])[0].astype(np.float32)
     got = {}
     with halbench.create_device("cuda://") as dev:
-        arch = dev.info.identity.arch
-        (v,) = generate_cuda(d, g, arch, formats=("cubin",))
-        if not v.entry.dependent_launch:
-            pytest.skip(f"{arch}: no dependent launch before sm_90")
-        exe = dev.load_executable(v.binary())
+        v, exe = _waiting_kernel(dev, g, d)
         bufs = [dev.allocate(xs[0].nbytes), dev.allocate(xs[0].nbytes), dev.allocate(xs[1].nbytes)]
         try:
             for on in (True, False):
@@ -166,11 +171,7 @@ def test_levels_of_two_kernels_join_by_programmatic_edges_on_cuda():
         ref = cc.reference(g, d, [a, b.reshape(-1)[:n]])[0].astype(np.float32)
     got = {}
     with halbench.create_device("cuda://") as dev:
-        arch = dev.info.identity.arch
-        (v,) = generate_cuda(d, g, arch, formats=("cubin",))
-        if not v.entry.dependent_launch:
-            pytest.skip(f"{arch}: no dependent launch before sm_90")
-        exe = dev.load_executable(v.binary())
+        v, exe = _waiting_kernel(dev, g, d)
         bx, ba, bb = (dev.allocate(x.nbytes) for _ in range(3))
         by, bz = dev.allocate(y.nbytes), dev.allocate(z.nbytes)
         try:

@@ -23,26 +23,17 @@ from __future__ import annotations
 
 from halbench.compiler.ir import Graph
 from halbench.compiler.passes.form_dispatches import EPILOGUE_ROOTS, epilogue_slot
+from halbench.compiler.passes.schedule_levels import dependence_levels
 
 __all__ = ["ENABLED", "hoist_branches"]
 
 ENABLED = True
 
 
-def _levels(g: Graph) -> tuple[list[int], dict[str, int]]:
-    """Per op, the longest chain of ops from the function's inputs to it; value -> producer."""
-    producer: dict[str, int] = {}
-    level: list[int] = []
-    for i, op in enumerate(g.ops):
-        level.append(1 + max((level[producer[g.root(v)]] for v in op.inputs if g.root(v) in producer), default=-1))
-        for v in op.outputs:
-            producer[v] = i
-    return level, producer
-
-
 def _one_hoist(g: Graph, uses: dict[str, int], outputs: set[str]) -> bool:
     """Move one shallow branch up (the first found); whether one moved."""
-    level, producer = _levels(g)
+    level = dependence_levels(g)
+    producer = {v: i for i, op in enumerate(g.ops) for v in op.outputs}
     for c in g.ops:
         if c.kind != "generic" or len(c.outputs) != 1:
             continue

@@ -23,15 +23,19 @@ from __future__ import annotations
 
 from halbench.compiler.ir import Graph
 
-__all__ = ["ENABLED", "op_levels", "schedule_levels"]
+__all__ = ["ENABLED", "dependence_levels", "op_levels", "schedule_levels"]
 
 ENABLED = True
 
 
 def op_levels(g: Graph) -> list[int]:
     """Each dispatch's level in the current order (its index where scheduling is off)."""
-    if not ENABLED:
-        return list(range(len(g.ops)))
+    return dependence_levels(g) if ENABLED else list(range(len(g.ops)))
+
+
+def dependence_levels(g: Graph) -> list[int]:
+    """Each op's level: 0 where it depends on no earlier op, else one more than the deepest one it
+    depends on (through storage roots: read after write, write after read or write)."""
     written: dict[str, int] = {}  # root -> level of its last writer
     read: dict[str, int] = {}  # root -> deepest level that read it
     out: list[int] = []
