@@ -715,7 +715,8 @@ def inspect_cmd(bundle: str, device_uri: str | None, fmt: str) -> None:
                 c = v.gemm["config"]
                 gemm = (f"  gemm {c['bm']}x{c['bn']}x{c['bk']}/{c['tm']}x{c['tn']}"
                         f"{' split' + str(c['split']) if c.get('split', 1) > 1 else ''}"
-                        f"{' runs' if c.get('runs') else ''}{' frag' if c.get('frag') else ''} ({v.gemm['source']})")
+                        f"{' runs' if c.get('runs') else ''}{' frag' if c.get('frag') else ''}"
+                        f"{' db' if c.get('double') else ''}{' va' if c.get('vec_a') else ''} ({v.gemm['source']})")
             if v.matrix:
                 x = v.matrix
                 gemm += (f"  {x['kernel']} {x['operands']} {x['bm']}x{x['bn']}x{x['bk']}"

@@ -189,6 +189,10 @@ class GemmConfigDoc(_Strict):
     runs: bool = False
     #: written out only when set (GemmConfig.to_dict), so configurations without it read as before
     frag: bool | None = None
+    #: GLSL register staging: two shared stages (gemm.j2 DB), A in 16-byte loads (VA); written
+    #: out only when set, like ``frag``
+    double: bool | None = None
+    vec_a: bool | None = None
 
 
 class GemmChoiceDoc(_Strict):

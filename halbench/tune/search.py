@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from halbench.bundle.manifest_schema import GemmProblemDoc
-from halbench.compiler.codegen.tuning import GEMM_FRAGMENTS, GemmConfig, Tuning, tuning_for
+from halbench.compiler.codegen.tuning import GEMM_FRAGMENTS, GLSL_STAGED, GemmConfig, Tuning, tuning_for
 from halbench.errors import HalbenchError, UserError
 from halbench.tune.problems import build_graph, gemm_dims, reference
 
@@ -111,8 +111,9 @@ def candidates(t: Tuning, base: GemmConfig, max_split: int, stage: int,
     """Stage 0: the base with other split-K slice counts only (up to ``max_split``, what the
     schedule reserved); stage 1: tile shapes at the base's depth, ownership and split (with
     ``mn``, the GEMM's M and N: only tiles that waste little more than the least wasteful one);
-    stage 2: around ``base``, other slice counts first, then other depths (BK) and the other
-    ownership, then the other inner loop (``frag``). Only configurations the target can run
+    stage 2: around ``base``, other slice counts first, then (Vulkan) the other register staging
+    (``double``: two shared stages, ``vec_a``: A in 16-byte loads), then other depths (BK) and the
+    other ownership, then the other inner loop (``frag``). Only configurations the target can run
     (``GemmConfig.problem``)."""
     out: list[GemmConfig] = []
     if stage == 0:
@@ -124,10 +125,12 @@ def candidates(t: Tuning, base: GemmConfig, max_split: int, stage: int,
             tiles = [x for x in tiles if _waste(x[0], x[1], *mn) <= max(1.5, 1.25 * least)]
         for bm, bn, tm, tn in tiles:
             bk = 16 if bm * bn < 128 * 128 else 8
-            out.append(GemmConfig(bm, bn, bk, tm, tn, base.split, base.runs, base.frag))
+            out.append(replace(base, bm=bm, bn=bn, bk=bk, tm=tm, tn=tn))
     else:
         for s in split_counts(max_split):
             out.append(replace(base, split=s))
+        if t.api in GLSL_STAGED:  # gemm.j2 DB / VA: measured to win on some GEMMs, lose on others
+            out += [replace(base, double=not base.double), replace(base, vec_a=not base.vec_a)]
         for bk in (8, 16, 32):
             out.append(replace(base, bk=bk))
         if base.tm % 4 == 0 or base.tn % 4 == 0:

@@ -174,3 +174,54 @@ def test_runs_of_4_round_each_component_on_lavapipe(vk, precision, every_switch)
     (v,) = generate_vulkan(d, g, "llvmpipe", "bda")
     got = _run(vk, d, g, v, xs)[0]
     assert rel_err(got, want) < 1e-6 and rel_err(got, exact) > 1e-5
+
+
+#: the tuner's per-problem staging (GemmConfig.double / vec_a), with every GLSL_STAGING switch off
+PER_CONFIG = {"double": GemmConfig(32, 64, 16, 4, 4, 1, True, double=True),
+              "vec_a": GemmConfig(32, 64, 16, 4, 4, 1, True, vec_a=True),
+              "both_frag": GemmConfig(64, 64, 16, 8, 4, 1, True, True, double=True, vec_a=True),
+              "split": GemmConfig(32, 32, 16, 2, 2, 2, True, double=True, vec_a=True)}
+
+
+@pytest.mark.parametrize("case", ["matmul", "conv1x1", "conv3x3", "conv_split_k"])
+@pytest.mark.parametrize("name", sorted(PER_CONFIG))
+def test_a_configuration_turns_its_staging_on(vk, case, name, monkeypatch):
+    """A configuration's ``double`` / ``vec_a`` give its GEMM two shared stages / A's 16-byte
+    loads with the module switches off, are recorded in the bundle's configuration, and the kernel
+    matches NumPy on lavapipe; the same configuration without them is the plain staging."""
+    for k in kernels.GLSL_STAGING:
+        monkeypatch.setitem(kernels.GLSL_STAGING, k, False)
+    g, d = CASES[case]()
+    cfg = PER_CONFIG[name]
+    if cfg.split > 1 and kernels.gemm_split(d, g) is None:
+        cfg = dataclasses.replace(cfg, split=1)
+    t = forced_gemm_tuning(tuning_for("llvmpipe", "vulkan"), d, g, cfg)
+    plan, srcs = glsl_sources(d, g, tuning=t, abis=("bda",))
+    assert plan.gemm["source"] == "tuned"
+    assert plan.gemm["config"].get("double", False) == cfg.double
+    assert plan.gemm["config"].get("vec_a", False) == cfg.vec_a
+    assert plan.ctx["DB"] == cfg.double
+    assert (plan.ctx["VA"] is not None) == (cfg.vec_a and RUNS[case][0])
+    assert ("so_a = " in srcs["bda"]) == cfg.double
+    plain = forced_gemm_tuning(tuning_for("llvmpipe", "vulkan"), d, g,
+                               dataclasses.replace(cfg, double=False, vec_a=False))
+    p2, _ = glsl_sources(d, g, tuning=plain, abis=("bda",))
+    assert not p2.ctx["DB"] and p2.ctx["VA"] is None
+    matches_numpy_on_lavapipe(vk, d, g, t, monkeypatch, 11, f"{case}/{name}")
+
+
+def test_a_configuration_staging_is_glsl_only():
+    """CUDA keeps cp.async (or its registers) whatever the configuration says; ``double`` counts
+    twice the shared memory only on Vulkan."""
+    from halbench.compiler.codegen.cuda import cuda_source
+
+    g, d = CASES["matmul"]()
+    cfg = GemmConfig(64, 64, 16, 4, 4, 1, True, double=True, vec_a=True)
+    plan, src = cuda_source(d, g, tuning=forced_gemm_tuning(tuning_for("h100", "cuda"), d, g, cfg))
+    assert not plan.ctx["DB"] and plan.ctx["VA"] is None and "qa0" not in src
+    big = GemmConfig(128, 128, 32, 8, 8, 1, True, double=True)  # 34 KiB a stage, 68 with two
+    assert big.problem(tuning_for("h100", "vulkan"), 1) is not None
+    assert "shared memory" in big.problem(tuning_for("h100", "vulkan"), 1)
+    assert big.problem(tuning_for("h100", "cuda"), 1) is None
+    assert GemmConfig(**big.to_dict()) == big and big.label().endswith(" db")
+    assert "double" not in GemmConfig(32, 32, 16, 2, 2).to_dict()  # unset: the cache reads as before

@@ -6,6 +6,7 @@ onnxruntime. Performance is never asserted: only that times came back and what w
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -180,6 +181,20 @@ def test_candidates_fit_the_target() -> None:
         assert cands and base not in cands
         assert all(c.problem(t, 2) is None for c in cands)
     assert {c.split for c in candidates(t, base, 4, 2)} >= {1, 4}
+
+
+def test_stage_two_tries_the_other_glsl_staging_on_vulkan_only() -> None:
+    """Around the best, Vulkan's stage 2 tries two shared stages and A's 16-byte loads (each
+    flipped alone, right after the slice counts); stage 1 keeps the base's staging on every tile;
+    CUDA, whose sm_80+ GEMM stages by cp.async, gets neither."""
+    base = GemmConfig(32, 64, 16, 4, 4, 1, True)
+    vk = candidates(tuning_for("h100", "vulkan"), base, 1, 2)
+    flips = [c for c in vk if (c.double, c.vec_a) != (False, False)]
+    assert flips == [replace(base, double=True), replace(base, vec_a=True)]
+    assert vk.index(flips[0]) == 0  # one slice reserved: nothing to split first
+    staged = replace(base, double=True)
+    assert all(c.double for c in candidates(tuning_for("h100", "vulkan"), staged, 1, 1))
+    assert not any(c.double or c.vec_a for stage in (1, 2) for c in candidates(tuning_for("h100", "cuda"), base, 1, stage))
 
 
 def test_stage_two_tries_the_deeper_splits_the_schedule_reserves_first() -> None:

@@ -1024,7 +1024,7 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
     # pixel decomposed once before the K loop, per step only the filter tap (not hb_im2col's
     # six divisions per element and step). GLSL only: HIP, WGSL and CUDA sm_75 keep hb_im2col.
     ctx["PIX"] = portable if portable is not None and not stages and c.L.name in _PIX_LANGS else None
-    staging = _glsl_staging(c, t, tiles, slices, depth, operands, vec4_off, srcs, sa + sb) if not stages else {}
+    staging = _glsl_staging(c, t, cfg, slices, depth, operands, vec4_off, srcs, sa + sb) if not stages else {}
     ctx.update({"DB": False, "VA": None, "VB": None, **staging})
     if ctx["VB"] is not None:
         ctx["PIX"] = None  # B comes in runs of 4 pixels (a 1x1 convolution), not through the taps
@@ -1076,7 +1076,7 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
 GLSL_STAGING: dict[str, bool | str] = {"double": False, "vec4_a": False, "vec4_b": "wide"}
 
 
-def _glsl_staging(c: _Ctx, t: Tuning, tiles: Any, slices: int, depth: int, operands: tuple[int, int],
+def _glsl_staging(c: _Ctx, t: Tuning, cfg: GemmConfig, slices: int, depth: int, operands: tuple[int, int],
                   vec4_off: tuple[str | None, str | None], srcs: dict[str, dict[str, Any]],
                   words: int) -> dict[str, Any]:
     """gemm.j2's register staging on GLSL (Vulkan has no cp.async): ``DB``, two shared stages
@@ -1085,19 +1085,21 @@ def _glsl_staging(c: _Ctx, t: Tuning, tiles: Any, slices: int, depth: int, opera
     the 16-byte load of 4 neighbours along K of A / along N of B (a load4 expression of ``m``,
     ``n``, ``k``, ``b``) where the operand is dense there, 16-byte aligned and every K slice
     starts and ends on a multiple of 4, so a run is either wholly inside the operand or wholly
-    outside. GLSL_STAGING says which of them are on. HIP, WGSL and CUDA without cp.async keep
-    the scalar single-stage staging."""
+    outside. GLSL_STAGING says which of them are on everywhere; a configuration's ``double`` and
+    ``vec_a`` (the tuner's per-problem choice) turn DB and VA on for its GEMM. HIP, WGSL and CUDA
+    without cp.async keep the scalar single-stage staging."""
     if c.L.name != "glsl":
         return {}
+    tiles = cfg.tiles
     out: dict[str, Any] = {}
     shared_bytes = 4 * 2 * words + (4 if slices > 1 else 0)
-    if GLSL_STAGING["double"] and shared_bytes <= t.shared_bytes:
+    if (GLSL_STAGING["double"] or cfg.double) and shared_bytes <= t.shared_bytes:
         out["DB"] = True
     a_off, b_off = vec4_off  # set where K (A) / N (B) is a multiple of 4
     if b_off is None and srcs.get("b", {}).get("kind") == "im2col" and srcs["b"].get("vec"):
         b_off = srcs["b"]["off"]  # a 1x1 stride-1 unpadded NCHW convolution: n runs of 4 pixels
     # A's runs are along K: the step (BK) and each K slice (DEPTH) in whole 4s
-    if (GLSL_STAGING["vec4_a"] and a_off is not None and c.dtype(operands[0]) == "f32" and tiles.bk % 4 == 0
+    if ((GLSL_STAGING["vec4_a"] or cfg.vec_a) and a_off is not None and c.dtype(operands[0]) == "f32" and tiles.bk % 4 == 0
             and (slices == 1 or depth % 4 == 0)):
         out["VA"] = c.L.load4(operands[0], f"({a_off}) / 4")
     wide = tiles.tm * tiles.tn >= 32 and slices == 1

@@ -26,6 +26,7 @@ from halbench.tools import SPIRV_VERSION
 
 __all__ = [
     "GEMM_FRAGMENTS",
+    "GLSL_STAGED",
     "MAX_GROUPS_X",
     "WGMMA_CONVS",
     "WGMMA_MATMULS",
@@ -120,7 +121,11 @@ class GemmConfig:
     whether a thread owns runs of 4 adjacent rows/columns (``runs``) or strided ones, and whether
     the K steps of a stage are written out with the thread's fragments double-buffered in
     registers (``frag``, gemm.j2 FRAG; on the APIs of GEMM_FRAGMENTS, elsewhere ignored) or left to a
-    rolled loop."""
+    rolled loop. Two more choices apply to the register-staged GEMM of GLSL (Vulkan) only, and are
+    ignored elsewhere: ``double``, two shared stages with one barrier per K step (gemm.j2 DB), and
+    ``vec_a``, A read 4 along K per 16-byte load where it is dense there (gemm.j2 VA). Each was
+    measured both faster and slower than the single-stage scalar staging depending on the GEMM
+    (kernels.GLSL_STAGING), so the tuner chooses them per problem."""
 
     bm: int
     bn: int
@@ -130,6 +135,8 @@ class GemmConfig:
     split: int = 1
     runs: bool = False
     frag: bool = False
+    double: bool = False
+    vec_a: bool = False
 
     @property
     def threads(self) -> int:
@@ -141,12 +148,13 @@ class GemmConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return {"bm": self.bm, "bn": self.bn, "bk": self.bk, "tm": self.tm, "tn": self.tn,
-                "split": self.split, "runs": self.runs, **({"frag": True} if self.frag else {})}
+                "split": self.split, "runs": self.runs, **({"frag": True} if self.frag else {}),
+                **({"double": True} if self.double else {}), **({"vec_a": True} if self.vec_a else {})}
 
     def label(self) -> str:
         s = f"{self.bm}x{self.bn}x{self.bk}/{self.tm}x{self.tn}"
         return (s + (f" split{self.split}" if self.split > 1 else "") + (" runs" if self.runs else "")
-                + (" frag" if self.frag else ""))
+                + (" frag" if self.frag else "") + (" db" if self.double else "") + (" va" if self.vec_a else ""))
 
     def problem(self, t: Tuning, max_split: int) -> str | None:
         """Why this configuration cannot run on ``t`` (None: it can). A configuration read from a
@@ -159,8 +167,9 @@ class GemmConfig:
             return "a tile beyond 256x256x64 / 16x16 per thread"
         if self.threads > t.max_invocations or self.threads < 1:
             return f"{self.threads} threads (the target allows {t.max_invocations})"
-        if self.tiles.shared_bytes() > t.shared_bytes:
-            return f"{self.tiles.shared_bytes()} bytes of shared memory (the target has {t.shared_bytes})"
+        need = self.tiles.shared_bytes() * (2 if self.double and t.api in GLSL_STAGED else 1)
+        if need > t.shared_bytes:
+            return f"{need} bytes of shared memory (the target has {t.shared_bytes})"
         if self.split > max_split:
             return f"{self.split} K slices where the schedule reserved scratch for {max_split}"
         return None
@@ -292,6 +301,10 @@ def gemm_stages(t: Tuning, tiles: GemmTiles) -> int:
 #: kk's FMAs on the other; CUDA C and GLSL); elsewhere (HIP, WebGPU: unmeasured) the rolled K
 #: loop reads, then multiplies.
 GEMM_FRAGMENTS = ("cuda", "vulkan")
+#: The APIs whose scalar f32 GEMM stages its tiles through registers in GLSL, where
+#: ``GemmConfig.double`` and ``vec_a`` apply (kernels._glsl_staging); CUDA stages by cp.async on
+#: sm_80+, HIP and WebGPU keep the single-stage scalar staging.
+GLSL_STAGED = ("vulkan",)
 
 #: Threads per SM that a ``frag`` configuration of 256-thread blocks with thread tiles of 32+
 #: outputs keeps resident on CUDA (gemm_min_blocks): two blocks, at most 128 registers a thread.
