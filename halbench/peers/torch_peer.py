@@ -63,6 +63,48 @@ def _cuda_index(torch: Any, device: Any) -> int:
     return int(getattr(device, "ordinal", 0) or 0)
 
 
+#: The opset an older model is upgraded to (onnx.version_converter) when onnx2torch has no
+#: converter for one of its ops at the model's own opset: onnx2torch converts from the opsets
+#: exporters write today, not the ONNX model zoo's classic files (GoogLeNet's and SqueezeNet's
+#: Dropout-7 at opset 8, SqueezeNet 1.1's MaxPool-1 at opset 6). The ops' meaning is the same.
+UPGRADE_OPSET = 13
+
+
+def _onnx_opset(m: Any) -> int:
+    return max((o.version for o in m.opset_import if o.domain in ("", "ai.onnx")), default=0)
+
+
+def convert_onnx(model: Path) -> tuple[Any, str | None]:
+    """The model as a torch module through onnx2torch, and ``"8 -> 13"`` where it had to be
+    upgraded to UPGRADE_OPSET first (None where it converted as it is). PeerUnsupported names
+    what onnx2torch (and the upgrade) could not do."""
+    import onnx
+    import onnx2torch
+
+    def unsupported(e: BaseException, after: str = "") -> PeerUnsupported:
+        first = str(e).splitlines()[0][:300] if str(e) else ""
+        return PeerUnsupported(f"onnx2torch cannot convert the model{after}: {type(e).__name__}: {first}")
+
+    try:
+        return onnx2torch.convert(str(model)), None
+    except Exception as e:  # noqa: BLE001 - onnx2torch raises NotImplementedError and more
+        first_error = e
+    if not isinstance(first_error, NotImplementedError):  # (a converter missing: an upgrade may help)
+        raise unsupported(first_error)
+    m = onnx.load(str(model))
+    opset = _onnx_opset(m)
+    if not 0 < opset < UPGRADE_OPSET:
+        raise unsupported(first_error)
+    from onnx import version_converter
+
+    try:
+        up = version_converter.convert_version(m, UPGRADE_OPSET)
+        return onnx2torch.convert(up), f"{opset} -> {UPGRADE_OPSET}"
+    except Exception as e:  # noqa: BLE001 - the converter and onnx2torch raise what they raise
+        raise unsupported(e, f" (at opset {opset}: {type(first_error).__name__}; "
+                             f"after upgrading it to {UPGRADE_OPSET})") from None
+
+
 def _freeze_reshapes(net: Any, inputs: Sequence[np.ndarray] = ()) -> int:
     """onnx2torch reshapes by a shape tensor (``torch.Size(tensor)``): on a GPU that is a
     device-to-host read per Reshape, which breaks CUDA graph capture and torch.compile. A shape
@@ -137,7 +179,6 @@ class _Prepared(PreparedPeer):
     def __init__(self, peer: TorchPeer, spec: PeerSpec, model: Path, inputs: Sequence[np.ndarray],
                  device: Any) -> None:
         super().__init__()
-        import onnx2torch
         import torch
 
         self.torch = torch
@@ -152,16 +193,14 @@ class _Prepared(PreparedPeer):
         torch.backends.cuda.matmul.allow_tf32 = tf32
         torch.backends.cudnn.allow_tf32 = tf32
         self.dev = torch.device("cuda", _cuda_index(torch, device)) if cuda else torch.device("cpu")
-        try:
-            net = onnx2torch.convert(str(model)).eval()
-        except Exception as e:  # noqa: BLE001 - onnx2torch raises NotImplementedError and more
-            raise PeerUnsupported(f"onnx2torch cannot convert the model: {type(e).__name__}: "
-                                  f"{str(e).splitlines()[0][:300] if str(e) else ''}") from None
+        net, upgraded = convert_onnx(model)
+        net = net.eval()
         frozen = _freeze_reshapes(net, inputs)  # on the CPU, before the move: it traces shapes
         net = net.to(self.dev)
         self.xs = [torch.from_numpy(np.ascontiguousarray(x)).to(self.dev) for x in inputs]
         self.settings = {"mode": mode, "precision": precision, "tf32": tf32,
-                         "device": str(self.dev), "loader": "onnx2torch", "constant_reshapes": frozen}
+                         "device": str(self.dev), "loader": "onnx2torch", "constant_reshapes": frozen,
+                         **({"opset_upgrade": upgraded} if upgraded else {})}
         fn = net
         if precision in ("f16", "bf16"):
             # Autocast around the f32 model: matmuls and convolutions run in f16 / bf16 with f32

@@ -174,3 +174,42 @@ def test_a_worker_out_of_time_is_stopped_and_reported(tmp_path: Path) -> None:
     # A worker that finishes gives its exit code: a bad request is reported in result.json.
     assert _run_worker(tmp_path, 300) == 0
     assert json.loads((tmp_path / "result.json").read_text())["status"] == "error"
+
+
+@pytest.mark.parametrize("zoo_name,opset", [("zoo-squeezenet1.1", 6), ("zoo-googlenet", 8)])
+def test_torch_peer_upgrades_a_classic_zoo_model_it_cannot_convert(tmp_path: Path, zoo_name: str, opset: int) -> None:
+    """onnx2torch has no converter for SqueezeNet 1.1's MaxPool-1 (opset 6) nor GoogLeNet's
+    Dropout-7 (opset 8): the torch peer upgrades such a model to UPGRADE_OPSET and converts that,
+    says so in its settings, and its output matches onnxruntime on the original file."""
+    why = _missing("torch", "onnxruntime")
+    if why:
+        pytest.skip(why)
+    import numpy as np
+    import onnx
+    import onnx2torch
+    import onnxruntime as ort
+
+    from halbench.bench import zoo
+    from halbench.bundle.weights import RANDOM_SEED, randomize_onnx
+    from halbench.peers.torch_peer import UPGRADE_OPSET, PeerUnsupported, convert_onnx
+
+    m = zoo.build(zoo_name)
+    randomize_onnx(m, RANDOM_SEED)
+    path = tmp_path / "m.onnx"
+    onnx.save(m, path)
+    with pytest.raises(NotImplementedError):  # as it is: what the peer used to report
+        onnx2torch.convert(str(path))
+    net, upgraded = convert_onnx(path)
+    assert upgraded == f"{opset} -> {UPGRADE_OPSET}"
+    feeds = zoo.make_inputs(zoo_name)
+    (ref,) = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feeds)
+    import torch
+
+    with torch.inference_mode():
+        out = net.eval()(*[torch.from_numpy(x) for x in feeds.values()]).numpy()
+    assert np.abs(out - ref).max() <= 1e-4 * max(np.abs(ref).max(), 1e-6)
+    # a model that fails for another reason is not upgraded: one line naming onnx2torch's error
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"not onnx")
+    with pytest.raises(PeerUnsupported, match="^onnx2torch cannot convert the model: "):
+        convert_onnx(bad)
