@@ -613,24 +613,40 @@ def compile_cmd(input_path: str, output: str, target_devices: tuple[str, ...], t
               help="Write the problems found (to tune on a machine without the compiler's front end).")
 @click.option("--api", default="vulkan", show_default=True, metavar="API",
               help="With a model file and no --device: the backend to collect its problems for.")
+@click.option("--confirm", is_flag=True,
+              help="Then time each model whole, compiled with the cache as it was and with the new "
+                   "configurations (interleaved, outputs compared), and merge a model's new ones only "
+                   "where the model ran faster. Model files and zoo models only.")
 @FORMAT
 def tune_cmd(sources: tuple[str, ...], device_uri: str | None, target: str | None, budget_s: float, samples: int,
              warmup: int, warmup_s: float, max_candidates: int, jobs: int, output: str | None,
-             save_problems: str | None, api: str, fmt: str) -> None:
+             save_problems: str | None, api: str, confirm: bool, fmt: str) -> None:
     """Measure GEMM tile configurations of a model's problems on a device and cache the fastest
     correct one per problem for the device's target; compile then uses them."""
+    import tempfile
+    from pathlib import Path
+
     from halbench.tune import load_problems, save_run, tune, write_problems
 
     if output == "off":
         raise UserError("--output off: give a directory or a .json file to write the tuning cache to")
+    if confirm and not device_uri:
+        raise UserError("--confirm times models on a device: give --device URI")
     if device_uri:
         from halbench.compiler.backends import backend_for_driver
         from halbench.drivers import select_device
 
         api = backend_for_driver(select_device(device_uri).driver).name
     problems: dict[str, Any] = {}
+    models: dict[str, tuple[str, list[str]]] = {}  # --confirm: source -> (model file, its problems)
     for source in sources:
-        for key, p in load_problems(_model_path(source), api, target, device_uri).items():
+        path = _model_path(source)
+        if confirm and Path(path).suffix in (".hbx", ".json"):
+            raise UserError(f"{source}: --confirm recompiles each model, and a bundle or problems file has "
+                            f"no model to recompile; give the model file or zoo model, or leave --confirm out")
+        found = load_problems(path, api, target, device_uri)
+        models[source] = (path, list(found))
+        for key, p in found.items():
             problems.setdefault(key, p)
     if save_problems:
         write_problems(save_problems, problems)
@@ -642,17 +658,57 @@ def tune_cmd(sources: tuple[str, ...], device_uri: str | None, target: str | Non
     if not problems:
         raise UserError(f"{', '.join(sources)}: no f32 GEMM or convolution on the scalar GEMM path to tune")
     log = None if fmt == "json" else (lambda s: click.echo(s, err=True))
-    run = tune(problems, device_uri, target=target, budget_s=budget_s, samples=samples, warmup=warmup,
-               warmup_s=warmup_s, max_candidates=max_candidates, jobs=jobs, log=log,
-               on_problem=lambda so_far: save_run(so_far, output),  # a run cut short keeps its results
-               cache=output, seed=True)  # re-tuning starts from what the output cache holds
-    save_run(run, output)
+    with tempfile.TemporaryDirectory(prefix="halbench-tune-confirm-") as scratch:
+        # With --confirm nothing reaches the cache before the models are timed: the run is saved
+        # to a scratch file as it goes (a run cut short merges nothing).
+        saved_to = str(Path(scratch) / "run.json") if confirm else output
+        run = tune(problems, device_uri, target=target, budget_s=budget_s, samples=samples, warmup=warmup,
+                   warmup_s=warmup_s, max_candidates=max_candidates, jobs=jobs, log=log,
+                   on_problem=lambda so_far: save_run(so_far, saved_to),  # a run cut short keeps its results
+                   cache=output, seed=True)  # re-tuning starts from what the output cache holds
+        checks = _confirm_and_merge(run, models, device_uri, output, Path(scratch), log) if confirm else None
+        if not confirm:
+            save_run(run, output)
     if fmt == "json":
-        click.echo(json.dumps(run.to_dict(), indent=2))
+        doc = run.to_dict()
+        if checks is not None:
+            doc["confirm"] = [c.to_dict() for c in checks]
+        click.echo(json.dumps(doc, indent=2))
         return
-    from halbench.tune.report import table
+    from halbench.tune.report import confirm_table, table
 
     click.echo(table(run))
+    if checks is not None:
+        click.echo(confirm_table(checks))
+
+
+def _confirm_and_merge(run: Any, models: dict[str, tuple[str, list[str]]], device_uri: str, output: str | None,
+                       scratch: Any, log: Any) -> list[Any]:
+    """tune --confirm: the models timed whole before and after (halbench.tune.confirm), and the
+    new configurations of the models that ran faster merged into the cache."""
+    import shutil
+
+    from halbench.compiler.tuning_cache import cache_file, configs_for, read_cache, update_cache
+    from halbench.tune import save_run
+    from halbench.tune.confirm import confirm_models, kept_keys
+
+    cache = cache_file(run.api, run.target, output)
+    assert cache is not None  # (--output off was refused)
+    new = scratch / "new.json"  # the cache as it was, with the run merged in
+    if cache.exists():
+        shutil.copyfile(cache, new)
+    save_run(run, str(new))
+    old = str(cache) if cache.exists() else "off"
+    old_configs = configs_for(run.api, run.target, cache) if cache.exists() else {}
+    checks = confirm_models(models, device_uri, run.api, run.target, old, configs_for(run.api, run.target, new),
+                            old_configs, str(new), log=log)
+    keep = kept_keys(checks)
+    if keep:
+        entries = read_cache(new).entries
+        update_cache(cache, run.api, run.target,
+                     {k: entries[k].model_dump(exclude_none=True) for k in sorted(keep)})
+    run.cache = str(cache)
+    return checks
 
 
 def _model_path(source: str) -> str:

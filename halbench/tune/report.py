@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from halbench.tune.confirm import ModelCheck
 from halbench.tune.search import TuneRun
 
-__all__ = ["table"]
+__all__ = ["confirm_table", "table"]
 
 
 def _ms(ns: float | None) -> str:
@@ -40,3 +43,22 @@ def table(run: TuneRun) -> str:
         lines.append(f"sum of problem times (each once): rule {total_rule / 1e6:.3f} ms, tuned "
                      f"{total_best / 1e6:.3f} ms ({total_rule / total_best:.2f}x)")
     return "\n".join(lines)
+
+
+def confirm_table(checks: Sequence[ModelCheck]) -> str:
+    """tune --confirm: per model, its problems, how many the run changed, the whole-model times
+    before and with them, and whether they were merged."""
+    rows = [("model", "problems", "changed", "before ms", "tuned ms", "tuned / before", "outputs", "")]
+    for c in checks:
+        ratio = f"{c.new_ms / c.old_ms:.3f}" if c.old_ms and c.new_ms is not None else "-"
+        diff = "-" if c.rel_diff is None else f"{c.rel_diff:.1e}"
+        rows.append((c.source, str(len(c.keys)), str(len(c.changed)), _ms_whole(c.old_ms), _ms_whole(c.new_ms),
+                     ratio, diff, c.verdict))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["whole models, each compiled with the cache before and with the run's configurations:"]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
+    return "\n".join(lines)
+
+
+def _ms_whole(ms: float | None) -> str:
+    return "-" if ms is None else f"{ms:.3f}"
