@@ -78,10 +78,17 @@ def _compile(model: str, api: str, target: str, cache: str, dest: Path) -> Path:
 
 
 def _inputs(module: Any) -> list[np.ndarray]:
-    from halbench.bench.reference import seeded_inputs
+    """Seeded inputs for the function's specs: standard normal floats, 0/1 integers (valid
+    indices and masks), as run-suite gives a model file (bench.reference.seeded_inputs)."""
     from halbench.dtypes import to_numpy
 
-    return seeded_inputs({}, [(s.name, s.shape, to_numpy(s.dtype)) for s in module.function(None).inputs])
+    rng = np.random.default_rng(0)
+    out = []
+    for s in module.function(None).inputs:
+        dt = to_numpy(s.dtype)
+        out.append(rng.standard_normal(s.shape).astype(dt) if np.issubdtype(dt, np.floating)
+                   else rng.integers(0, 2, s.shape).astype(dt))
+    return out
 
 
 def _rel_diff(a: Sequence[Any], b: Sequence[Any]) -> float:
