@@ -134,3 +134,37 @@ def test_missing_file_and_wrong_suffix(tmp_path: Path) -> None:
     (tmp_path / "m.txt").write_text("x")
     with pytest.raises(UserError, match="expected an .onnx or .mlir"):
         compile_model(tmp_path / "m.txt")
+
+
+def _wrap_pad(shape: list[int], pads: list[int], axes: list[int] | None = None, after: bool = False) -> onnx.ModelProto:
+    """x -> Pad(mode wrap, constant pads [and axes]) [-> Relu, so the pad is not the graph's last node]."""
+    inits = [numpy_helper.from_array(np.array(pads, np.int64), "pads")]
+    ins = ["x", "pads"]
+    if axes is not None:
+        inits.append(numpy_helper.from_array(np.array(axes, np.int64), "axes"))
+        ins += ["", "axes"]
+    nodes = [helper.make_node("Pad", ins, ["p" if after else "y"], mode="wrap")]
+    if after:
+        nodes.append(helper.make_node("Relu", ["p"], ["y"]))
+    g = helper.make_graph(nodes, "wrap", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
+
+
+@pytest.mark.parametrize("shape,pads,axes,after", [
+    ([1, 3, 4, 5], [0, 0, 1, 1, 0, 0, 1, 1], None, False),  # the ONNX node test's pads
+    ([2, 3, 4], [0, 3, 1, 1, 0, 4], None, True),  # a pad as wide as its axis; three axes at once
+    ([1, 2, 6, 5], [2, 1, 0, 3], [2, -1], False),  # axes, a negative one among them
+    ([1, 1, 6, 5], [0, 0, -2, 1, 0, 0, 1, -1], None, True),  # negative pads crop, mixed with wraps
+])
+def test_wrap_pad_matches_onnxruntime(tmp_path: Path, shape, pads, axes, after) -> None:
+    """torch-mlir's lowering of a wrap pad never terminates; the importer writes it as slices and
+    concats along each padded axis (a negative pad crops), checked against onnxruntime."""
+    _check(tmp_path, _wrap_pad(shape, pads, axes, after), _rand(np.random.default_rng(5), tuple(shape)))
+
+
+def test_wrap_pad_wider_than_its_axis_is_refused_in_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "m.onnx"
+    onnx.save(_wrap_pad([1, 1, 3, 4], [0, 0, 4, 0, 0, 0, 0, 0]), path)
+    with pytest.raises(CompileError, match=r"pads 4, 0 on axis 2 of size 3: halbench wraps by at most the axis's size"):
+        compile_model(path, CompileOptions())

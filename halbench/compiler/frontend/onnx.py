@@ -62,11 +62,7 @@ def prepare_model(model: Any, input_shapes: dict[str, tuple[int, ...]],
         _freeze_inputs(g, input_values)
     _training_dropout_of_zero_ratio(g)
     _qlinear_matmul_as_integer_matmul(g)
-    for node in g.node:
-        if node.op_type == "Pad" and any(a.name == "mode" and a.s == b"wrap" for a in node.attribute):
-            # torch-mlir's lowering of a wrap pad never terminates: refuse it before it hangs.
-            raise CompileError(f"node '{node.name or node.output[0]}' (Pad, opset {opset}): mode 'wrap' is not "
-                               f"supported by halbench's importer; use mode 'reflect', 'edge' or 'constant'")
+    wraps = [n for n in g.node if n.op_type == "Pad" and any(a.name == "mode" and a.s == b"wrap" for a in n.attribute)]
     # Initializers listed as inputs (old exporters did that) are weights, not inputs. Below IR
     # version 4 an initializer had to be an input, and shape inference ignores one that is not:
     # the file is declared IR 8 (opset 17's), which it now is, so its weights keep their shapes.
@@ -101,6 +97,8 @@ def prepare_model(model: Any, input_shapes: dict[str, tuple[int, ...]],
         if not inp.type.tensor_type.HasField("shape"):
             raise UserError(f"input '{inp.name}' has no shape; give it with --input-shape {inp.name}=...")
     _empty_inputs_to_constants(g)
+    if wraps:  # torch-mlir's lowering of a wrap pad never terminates: slices and concats instead
+        _wrap_pads_as_concats(model, opset)
     # Shape arithmetic on static shapes becomes constants, so every tensor has a known rank.
     model = fold_shape_computations(model)
     _resize_axes_to_full_rank(model.graph)
@@ -298,6 +296,79 @@ def _matmul_vectors_as_matrices(g: Any) -> None:
             out += [helper.make_node("Unsqueeze", [b, axes(p + "_ax", [1])], [p + "_b"]),
                     helper.make_node("MatMul", [a, p + "_b"], [p + "_mm"]),
                     helper.make_node("Squeeze", [p + "_mm", axes(p + "_sq", [-1])], [y])]
+    del g.node[:]
+    g.node.extend(out)
+
+
+def _wrap_pads_as_concats(model: Any, opset: int) -> None:
+    """Pad in mode 'wrap' (opset 19+) with constant pads (and axes): per padded axis, the last
+    ``begin`` elements, the input, then its first ``end`` elements, concatenated along the axis;
+    a negative pad crops. A wrap pad whose pads are not constants, or wider than its axis, is
+    refused in one line (torch-mlir's own lowering of it never terminates)."""
+    import numpy as np
+    import onnx
+    from onnx import helper, numpy_helper
+
+    from halbench.compiler.frontend.fold_shapes import _static_shapes
+
+    g = model.graph
+    inits = {t.name: numpy_helper.to_array(t) for t in g.initializer}
+    try:
+        shapes = _static_shapes(onnx.shape_inference.infer_shapes(model).graph)
+    except Exception:  # noqa: BLE001 - without inferred shapes, the graph's own value infos
+        shapes = _static_shapes(g)
+    big = np.iinfo(np.int64).max
+    out = []
+    for k, node in enumerate(g.node):
+        if node.op_type != "Pad" or not any(a.name == "mode" and a.s == b"wrap" for a in node.attribute):
+            out.append(node)
+            continue
+        where = f"node '{node.name or node.output[0]}' (Pad, opset {opset}, mode 'wrap')"
+        shape = shapes.get(node.input[0])
+        pads = inits.get(node.input[1]) if len(node.input) > 1 else None
+        axes_in = node.input[3] if len(node.input) > 3 and node.input[3] else None
+        if shape is None or pads is None or (axes_in is not None and axes_in not in inits):
+            raise CompileError(f"{where}: its pads (and axes) must be constants and its input's shape static; "
+                               f"freeze them with --freeze-input pads=... or use mode 'reflect', 'edge' or 'constant'")
+        rank = len(shape)
+        axes = ([int(a) % rank for a in inits[axes_in].reshape(-1)] if axes_in is not None else list(range(rank)))
+        pads = [int(x) for x in pads.reshape(-1)]
+        begins, ends = pads[:len(axes)], pads[len(axes):]
+        for ax, b, e in zip(axes, begins, ends):
+            left = shape[ax] - max(-b, 0) - max(-e, 0)  # what a negative pad's crop leaves
+            if left <= 0 or max(b, e) > left:
+                raise CompileError(f"{where}: pads {b}, {e} on axis {ax} of size {shape[ax]}: halbench wraps by at "
+                                   f"most the axis's size; pad in two steps or use mode 'reflect', 'edge' or 'constant'")
+        cur = node.input[0]
+        done = [(ax, b, e) for ax, b, e in zip(axes, begins, ends) if b or e]
+        for j, (ax, b, e) in enumerate(done):
+            p = f"{node.output[0]}__wrap{k}_{ax}"
+
+            def const(name: str, values: list[int], p: str = p) -> str:
+                g.initializer.append(numpy_helper.from_array(np.array(values, np.int64), f"{p}_{name}"))
+                return f"{p}_{name}"
+
+            nxt = node.output[0] if j == len(done) - 1 else f"{p}_y"
+            if min(b, e) < 0:  # crop first, then wrap what remains
+                lo, hi = max(-b, 0), shape[ax] - max(-e, 0)
+                out.append(helper.make_node("Slice", [cur, const("cs", [lo]), const("ce", [hi]), const("ca", [ax])],
+                                            [f"{p}_crop"]))
+                cur, b, e = f"{p}_crop", max(b, 0), max(e, 0)
+            parts = []
+            if b:
+                out.append(helper.make_node("Slice", [cur, const("ts", [-b]), const("te", [big]), const("ta", [ax])],
+                                            [f"{p}_tail"]))
+                parts.append(f"{p}_tail")
+            parts.append(cur)
+            if e:
+                out.append(helper.make_node("Slice", [cur, const("hs", [0]), const("he", [e]), const("ha", [ax])],
+                                            [f"{p}_head"]))
+                parts.append(f"{p}_head")
+            out.append(helper.make_node("Concat", parts, [nxt], axis=ax) if len(parts) > 1 else
+                       helper.make_node("Identity", [cur], [nxt]))
+            cur = nxt
+        if not done:
+            out.append(helper.make_node("Identity", [node.input[0]], [node.output[0]]))
     del g.node[:]
     g.node.extend(out)
 
