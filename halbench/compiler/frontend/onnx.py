@@ -102,6 +102,7 @@ def prepare_model(model: Any, input_shapes: dict[str, tuple[int, ...]],
     # Shape arithmetic on static shapes becomes constants, so every tensor has a known rank.
     model = fold_shape_computations(model)
     _resize_axes_to_full_rank(model.graph)
+    _lppool_as_average(model.graph)
     _matmul_vectors_as_matrices(model.graph)
     _space_to_depth_crd(model.graph)
     _refuse_empty_values(model)
@@ -369,6 +370,44 @@ def _wrap_pads_as_concats(model: Any, opset: int) -> None:
             cur = nxt
         if not done:
             out.append(helper.make_node("Identity", [node.input[0]], [node.output[0]]))
+    del g.node[:]
+    g.node.extend(out)
+
+
+def _lppool_as_average(g: Any) -> None:
+    """LpPool with dilations or auto_pad SAME_* (which torch-mlir's conversion refuses) as
+    ``(AveragePool(|x|^p, count_include_pad=1) * window) ^ (1/p)``: the padding holds zeros, which
+    add nothing to the sum of |x|^p, and the average over the whole window times its size is that
+    sum. Other LpPools, and those whose input is not known to be f32, are left to torch-mlir."""
+    import numpy as np
+    from onnx import helper, numpy_helper
+
+    from onnx import TensorProto
+
+    f32 = {v.name for v in (*g.input, *g.value_info) if v.type.tensor_type.elem_type == TensorProto.FLOAT}
+    out = []
+    for k, node in enumerate(g.node):
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        auto_pad = attrs.get("auto_pad", b"NOTSET")
+        auto_pad = auto_pad.decode() if isinstance(auto_pad, bytes) else auto_pad
+        if (node.op_type != "LpPool" or node.domain not in ("", "ai.onnx") or node.input[0] not in f32
+                or (all(d == 1 for d in attrs.get("dilations", [])) and auto_pad in ("NOTSET", "VALID"))):
+            out.append(node)
+            continue
+        p = int(attrs.get("p", 2))
+        window = int(np.prod(attrs["kernel_shape"]))
+        pre = f"{node.output[0]}__lp{k}"
+        g.initializer.extend([numpy_helper.from_array(np.array(p, np.float32), pre + "_p"),
+                              numpy_helper.from_array(np.array(window, np.float32), pre + "_n"),
+                              numpy_helper.from_array(np.array(1.0 / p, np.float32), pre + "_r")])
+        pool = {n: v for n, v in attrs.items() if n in ("kernel_shape", "strides", "pads", "dilations", "ceil_mode")}
+        if auto_pad != "NOTSET":
+            pool["auto_pad"] = auto_pad
+        out += [helper.make_node("Abs", [node.input[0]], [pre + "_abs"]),
+                helper.make_node("Pow", [pre + "_abs", pre + "_p"], [pre + "_pow"]),
+                helper.make_node("AveragePool", [pre + "_pow"], [pre + "_avg"], count_include_pad=1, **pool),
+                helper.make_node("Mul", [pre + "_avg", pre + "_n"], [pre + "_sum"]),
+                helper.make_node("Pow", [pre + "_sum", pre + "_r"], [node.output[0]])]
     del g.node[:]
     g.node.extend(out)
 

@@ -27,6 +27,12 @@ def pool(op: Mapping[str, Any], ins: list[np.ndarray]) -> list[np.ndarray]:
     acc = None
     for _, _, xs in windows(x, kh, kw, op["strides"], op["dilations"]):
         acc = xs.copy() if acc is None else combine(acc, xs)
+    if "out_shape" in op:
+        # ceil_mode: a last window that would start in the end padding is dropped (the output
+        # is what the importer computed, ONNX's "reduce by one"), while the padding is there
+        out = [int(s) for s in op["out_shape"]]
+        oh, ow = (out[1], out[2]) if op["layout"] == "nhwc" else (out[-2], out[-1])
+        acc = acc[..., :oh, :ow]
     return [acc.transpose(0, 2, 3, 1) if op["layout"] == "nhwc" else acc]
 
 
