@@ -168,3 +168,18 @@ def test_wrap_pad_wider_than_its_axis_is_refused_in_one_line(tmp_path: Path) -> 
     onnx.save(_wrap_pad([1, 1, 3, 4], [0, 0, 4, 0, 0, 0, 0, 0]), path)
     with pytest.raises(CompileError, match=r"pads 4, 0 on axis 2 of size 3: halbench wraps by at most the axis's size"):
         compile_model(path, CompileOptions())
+
+
+@pytest.mark.parametrize("attrs", [
+    {"kernel_shape": [3, 2, 2], "pads": [1, 0, 1, 1, 1, 0], "strides": [2, 1, 2]},  # depth padded at both ends
+    {"kernel_shape": [2, 3, 1], "strides": [3, 2, 1], "ceil_mode": 1, "dilations": [2, 1, 1]},  # ceil reaches past D
+    {"kernel_shape": [1, 2, 2]},  # one depth tap
+])
+def test_maxpool_3d_matches_onnxruntime(tmp_path: Path, attrs) -> None:
+    """A 3-D MaxPool becomes strided depth slices (padded with -inf), their Max and one 2-D pool
+    over H and W; the pads, dilations and ceil_mode the ONNX node tests leave out, against onnxruntime."""
+    g = helper.make_graph([helper.make_node("MaxPool", ["x"], ["y"], **attrs)], "mp3d",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 7, 6, 5])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    _check(tmp_path, m, _rand(np.random.default_rng(7), (2, 3, 7, 6, 5)))

@@ -99,6 +99,7 @@ def prepare_model(model: Any, input_shapes: dict[str, tuple[int, ...]],
     _empty_inputs_to_constants(g)
     if wraps:  # torch-mlir's lowering of a wrap pad never terminates: slices and concats instead
         _wrap_pads_as_concats(model, opset)
+    _maxpool3d_as_2d(model)
     # Shape arithmetic on static shapes becomes constants, so every tensor has a known rank.
     model = fold_shape_computations(model)
     _resize_axes_to_full_rank(model.graph)
@@ -370,6 +371,76 @@ def _wrap_pads_as_concats(model: Any, opset: int) -> None:
             cur = nxt
         if not done:
             out.append(helper.make_node("Identity", [node.input[0]], [node.output[0]]))
+    del g.node[:]
+    g.node.extend(out)
+
+
+def _maxpool3d_as_2d(model: Any) -> None:
+    """A 3-D MaxPool (NCDHW, one output, no auto_pad) as 2-D pools, which halbench runs: the
+    depth taps are strided slices of the input along D (padded with -inf where the window's
+    pads or ceil_mode reach past it), their element-wise Max, then one 2-D MaxPool over H and W
+    with D folded into the batch. torch-mlir lowers a 3-D max pool to a generic over window
+    indices, which halbench does not parse. The output size is ONNX shape inference's."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from halbench.compiler.frontend.fold_shapes import _static_shapes
+
+    g = model.graph
+    todo = [n for n in g.node if n.op_type == "MaxPool" and n.domain in ("", "ai.onnx") and len(n.output) == 1
+            and any(a.name == "kernel_shape" and len(a.ints) == 3 for a in n.attribute)]
+    if not todo:
+        return
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model).graph
+    except Exception:  # noqa: BLE001 - without shapes the pools stay as they are
+        return
+    shapes = _static_shapes(inferred)
+    f32 = {v.name for v in (*inferred.input, *inferred.value_info) if v.type.tensor_type.elem_type == TensorProto.FLOAT}
+    out = []
+    for k, node in enumerate(g.node):
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        auto_pad = attrs.get("auto_pad", b"NOTSET")
+        xs, ys = shapes.get(node.input[0]), shapes.get(node.output[0])
+        if (node not in todo or auto_pad not in (b"NOTSET", "NOTSET") or attrs.get("storage_order", 0)
+                or xs is None or ys is None or len(xs) != 5 or node.input[0] not in f32):
+            out.append(node)
+            continue
+        kd, kh, kw = attrs["kernel_shape"]
+        sd, sh, sw = attrs.get("strides", [1, 1, 1])
+        dd, dh, dw = attrs.get("dilations", [1, 1, 1])
+        db, hb, wb, de, he, we = attrs.get("pads", [0] * 6)
+        n, c, d = xs[:3]
+        do, ho, wo = ys[2:]
+        p = f"{node.output[0]}__mp3d{k}"
+
+        def const(name: str, values: Any, dtype: Any = np.int64, p: str = p) -> str:
+            g.initializer.append(numpy_helper.from_array(np.array(values, dtype), f"{p}_{name}"))
+            return f"{p}_{name}"
+
+        x = node.input[0]
+        need = (do - 1) * sd + (kd - 1) * dd + 1  # input depth the windows span
+        end = max(0, need - (d + db))
+        if db or end:
+            out.append(helper.make_node("Pad", [x, const("pads", [0, 0, db, 0, 0, 0, 0, end, 0, 0]),
+                                                const("inf", -np.inf, np.float32)], [p + "_xp"]))
+            x = p + "_xp"
+        taps = []
+        for i in range(kd):
+            out.append(helper.make_node("Slice", [x, const(f"s{i}", [i * dd]), const(f"e{i}", [i * dd + (do - 1) * sd + 1]),
+                                                  const(f"a{i}", [2]), const(f"t{i}", [sd])], [f"{p}_tap{i}"]))
+            taps.append(f"{p}_tap{i}")
+        if len(taps) > 1:
+            out.append(helper.make_node("Max", taps, [p + "_max"]))
+        m = p + "_max" if len(taps) > 1 else taps[0]
+        pool2d = {"kernel_shape": [kh, kw], "strides": [sh, sw], "dilations": [dh, dw], "pads": [hb, wb, he, we],
+                  "ceil_mode": int(attrs.get("ceil_mode", 0))}
+        out += [helper.make_node("Transpose", [m], [p + "_t"], perm=[0, 2, 1, 3, 4]),
+                helper.make_node("Reshape", [p + "_t", const("flat", [n * do, c, xs[3], xs[4]])], [p + "_f"]),
+                helper.make_node("MaxPool", [p + "_f"], [p + "_pool"], **pool2d),
+                helper.make_node("Reshape", [p + "_pool", const("unflat", [n, do, c, ho, wo])], [p + "_u"]),
+                helper.make_node("Transpose", [p + "_u"], [node.output[0]], perm=[0, 2, 1, 3, 4])]
     del g.node[:]
     g.node.extend(out)
 
