@@ -183,3 +183,37 @@ def test_maxpool_3d_matches_onnxruntime(tmp_path: Path, attrs) -> None:
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
     _check(tmp_path, m, _rand(np.random.default_rng(7), (2, 3, 7, 6, 5)))
+
+
+@pytest.mark.parametrize("shape,batch_axis,time_axis,lens", [
+    ([5, 3, 2], 1, 0, [5, 1, 3]),  # time first, a 3-D value; a full and a length-1 sequence
+    ([2, 6, 4], 0, 1, [0, 4]),  # batch first; an empty sequence is left as it is
+])
+def test_reverse_sequence_matches_onnxruntime(tmp_path: Path, shape, batch_axis, time_axis, lens) -> None:
+    """ReverseSequence as a GatherElements along time whose index reads the lengths at run time
+    (torch-mlir lowers it to a loop halbench does not run), against onnxruntime."""
+    g = helper.make_graph(
+        [helper.make_node("ReverseSequence", ["x", "lens"], ["y"], batch_axis=batch_axis, time_axis=time_axis)], "rs",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape),
+         helper.make_tensor_value_info("lens", TensorProto.INT64, [len(lens)])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    path = tmp_path / "rs.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), path)
+    feeds = {"x": _rand(np.random.default_rng(9), tuple(shape)), "lens": np.array(lens, np.int64)}
+    ref = onnx_reference(path, feeds)
+    out, _ = compile_and_run(path, feeds, tmp_path)
+    np.testing.assert_array_equal(out[0], ref[0])
+
+
+@pytest.mark.parametrize("auto_pad,strides,kernel", [
+    ("SAME_UPPER", [2, 2], [3, 3]),  # odd total padding: the extra at the end
+    ("SAME_LOWER", [3, 2], [2, 3]),  # ... at the start
+    ("SAME_UPPER", [2, 2], [4, 2]),  # even: symmetric pads, no crop
+])
+def test_conv_transpose_same_matches_onnxruntime(tmp_path: Path, auto_pad, strides, kernel) -> None:
+    w = numpy_helper.from_array(_rand(np.random.default_rng(4), (3, 2, *kernel)), "w")
+    g = helper.make_graph([helper.make_node("ConvTranspose", ["x", "w"], ["y"], auto_pad=auto_pad, strides=strides)],
+                          "ct", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4, 5])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w])
+    _check(tmp_path, helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8),
+           _rand(np.random.default_rng(8), (1, 3, 4, 5)))

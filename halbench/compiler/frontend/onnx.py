@@ -100,6 +100,8 @@ def prepare_model(model: Any, input_shapes: dict[str, tuple[int, ...]],
     if wraps:  # torch-mlir's lowering of a wrap pad never terminates: slices and concats instead
         _wrap_pads_as_concats(model, opset)
     _maxpool3d_as_2d(model)
+    _reverse_sequence_as_gather(model)
+    _conv_transpose_same_as_pads(model)
     # Shape arithmetic on static shapes becomes constants, so every tensor has a known rank.
     model = fold_shape_computations(model)
     _resize_axes_to_full_rank(model.graph)
@@ -308,17 +310,13 @@ def _wrap_pads_as_concats(model: Any, opset: int) -> None:
     a negative pad crops. A wrap pad whose pads are not constants, or wider than its axis, is
     refused in one line (torch-mlir's own lowering of it never terminates)."""
     import numpy as np
-    import onnx
     from onnx import helper, numpy_helper
 
     from halbench.compiler.frontend.fold_shapes import _static_shapes
 
     g = model.graph
     inits = {t.name: numpy_helper.to_array(t) for t in g.initializer}
-    try:
-        shapes = _static_shapes(onnx.shape_inference.infer_shapes(model).graph)
-    except Exception:  # noqa: BLE001 - without inferred shapes, the graph's own value infos
-        shapes = _static_shapes(g)
+    shapes = _inferred_shapes(model) or _static_shapes(g)
     big = np.iinfo(np.int64).max
     out = []
     for k, node in enumerate(g.node):
@@ -410,7 +408,7 @@ def _maxpool3d_as_2d(model: Any) -> None:
         kd, kh, kw = attrs["kernel_shape"]
         sd, sh, sw = attrs.get("strides", [1, 1, 1])
         dd, dh, dw = attrs.get("dilations", [1, 1, 1])
-        db, hb, wb, de, he, we = attrs.get("pads", [0] * 6)
+        db, hb, wb, _de, he, we = attrs.get("pads", [0] * 6)  # (the depth end: from the output size)
         n, c, d = xs[:3]
         do, ho, wo = ys[2:]
         p = f"{node.output[0]}__mp3d{k}"
@@ -445,15 +443,120 @@ def _maxpool3d_as_2d(model: Any) -> None:
     g.node.extend(out)
 
 
+def _inferred_shapes(model: Any) -> dict[str, tuple[int, ...]] | None:
+    """Static shapes of the model's values by ONNX shape inference (None where it fails)."""
+    import onnx
+
+    from halbench.compiler.frontend.fold_shapes import _static_shapes
+
+    try:
+        shapes = _static_shapes(onnx.shape_inference.infer_shapes(model).graph)
+    except Exception:  # noqa: BLE001 - the rewrites that need shapes are then skipped
+        return None
+    return {**{t.name: tuple(int(d) for d in t.dims) for t in model.graph.initializer}, **shapes}
+
+
+def _reverse_sequence_as_gather(model: Any) -> None:
+    """ReverseSequence (torch-mlir lowers it to an scf.for loop, which halbench does not run) as
+    the GatherElements it is: along the time axis, index ``len[b] - 1 - t`` where ``t < len[b]``,
+    else ``t``, the lengths read at run time."""
+    import numpy as np
+    from onnx import helper, numpy_helper
+
+    g = model.graph
+    if not any(n.op_type == "ReverseSequence" for n in g.node):
+        return
+    shapes = _inferred_shapes(model) or {}
+    out = []
+    for k, node in enumerate(g.node):
+        xs = shapes.get(node.input[0]) if node.op_type == "ReverseSequence" else None
+        if xs is None or node.domain not in ("", "ai.onnx"):
+            out.append(node)
+            continue
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        bax, tax = int(attrs.get("batch_axis", 1)), int(attrs.get("time_axis", 0))
+        p = f"{node.output[0]}__rs{k}"
+        t_shape = [1] * len(xs)
+        t_shape[tax] = xs[tax]
+        b_shape = [1] * len(xs)
+        b_shape[bax] = xs[bax]
+        g.initializer.extend([
+            numpy_helper.from_array(np.arange(xs[tax], dtype=np.int64).reshape(t_shape), p + "_t"),
+            numpy_helper.from_array(np.array(b_shape, np.int64), p + "_bshape"),
+            numpy_helper.from_array(np.array(1, np.int64), p + "_one"),
+            numpy_helper.from_array(np.array(xs, np.int64), p + "_xshape")])
+        out += [helper.make_node("Cast", [node.input[1]], [p + "_len64"], to=7),  # (int32 or int64 lengths)
+                helper.make_node("Reshape", [p + "_len64", p + "_bshape"], [p + "_len"]),
+                helper.make_node("Less", [p + "_t", p + "_len"], [p + "_in"]),
+                helper.make_node("Sub", [p + "_len", p + "_one"], [p + "_last"]),
+                helper.make_node("Sub", [p + "_last", p + "_t"], [p + "_rev"]),
+                helper.make_node("Where", [p + "_in", p + "_rev", p + "_t"], [p + "_idx"]),
+                helper.make_node("Expand", [p + "_idx", p + "_xshape"], [p + "_full"]),
+                helper.make_node("GatherElements", [node.input[0], p + "_full"], [node.output[0]], axis=tax)]
+    del g.node[:]
+    g.node.extend(out)
+
+
+def _conv_transpose_same_as_pads(model: Any) -> None:
+    """ConvTranspose with auto_pad SAME_UPPER / SAME_LOWER (which torch-mlir's conversion refuses)
+    with the explicit pads the standard defines for it: output size input * stride, the total
+    padding split in halves, the odd one at the end (UPPER) or the start (LOWER)."""
+    import numpy as np
+    from onnx import helper, numpy_helper
+
+    g = model.graph
+    todo = [n for n in g.node if n.op_type == "ConvTranspose" and any(
+        a.name == "auto_pad" and a.s in (b"SAME_UPPER", b"SAME_LOWER") for a in n.attribute)]
+    if not todo:
+        return
+    shapes = _inferred_shapes(model) or {}
+    crops = []
+    for node in todo:
+        xs, ws = shapes.get(node.input[0]), shapes.get(node.input[1])
+        if xs is None or ws is None:
+            continue
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        if "output_shape" in attrs:
+            continue
+        rank = len(xs) - 2
+        kernel = list(attrs.get("kernel_shape", ws[2:]))
+        strides = list(attrs.get("strides", [1] * rank))
+        dil = list(attrs.get("dilations", [1] * rank))
+        outpad = list(attrs.get("output_padding", [0] * rank))
+        upper = attrs["auto_pad"] in (b"SAME_UPPER", "SAME_UPPER")
+        begin, end = [], []
+        for i in range(rank):
+            total = max(0, strides[i] * (xs[2 + i] - 1) + outpad[i] + (kernel[i] - 1) * dil[i] + 1
+                        - xs[2 + i] * strides[i])
+            small = total // 2
+            begin.append(small if upper else total - small)
+            end.append(total - small if upper else small)
+        keep = [a for a in node.attribute if a.name not in ("auto_pad", "pads")]
+        del node.attribute[:]
+        node.attribute.extend(keep)
+        if begin == end:
+            node.attribute.append(helper.make_attribute("pads", begin + end))
+            continue
+        # torch-mlir takes symmetric pads only: no pads, then the output cropped by a Slice
+        full = [strides[i] * (xs[2 + i] - 1) + outpad[i] + (kernel[i] - 1) * dil[i] + 1 for i in range(rank)]
+        y, p = node.output[0], f"{node.output[0]}__same"
+        node.output[0] = p + "_full"
+        g.initializer.extend([numpy_helper.from_array(np.array(begin, np.int64), p + "_s"),
+                              numpy_helper.from_array(np.array([f - e for f, e in zip(full, end)], np.int64), p + "_e"),
+                              numpy_helper.from_array(np.arange(2, 2 + rank, dtype=np.int64), p + "_a")])
+        crops.append((node, helper.make_node("Slice", [p + "_full", p + "_s", p + "_e", p + "_a"], [y])))
+    for node, crop in crops:
+        i = list(g.node).index(node)
+        g.node.insert(i + 1, crop)
+
+
 def _lppool_as_average(g: Any) -> None:
     """LpPool with dilations or auto_pad SAME_* (which torch-mlir's conversion refuses) as
     ``(AveragePool(|x|^p, count_include_pad=1) * window) ^ (1/p)``: the padding holds zeros, which
     add nothing to the sum of |x|^p, and the average over the whole window times its size is that
     sum. Other LpPools, and those whose input is not known to be f32, are left to torch-mlir."""
     import numpy as np
-    from onnx import helper, numpy_helper
-
-    from onnx import TensorProto
+    from onnx import TensorProto, helper, numpy_helper
 
     f32 = {v.name for v in (*g.input, *g.value_info) if v.type.tensor_type.elem_type == TensorProto.FLOAT}
     out = []
