@@ -217,3 +217,38 @@ def test_conv_transpose_same_matches_onnxruntime(tmp_path: Path, auto_pad, strid
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w])
     _check(tmp_path, helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8),
            _rand(np.random.default_rng(8), (1, 3, 4, 5)))
+
+
+def test_small_det_is_the_cofactor_expansion(tmp_path: Path) -> None:
+    """Det of 2x2 / 3x3 matrices whose first pivot is zero (torch-mlir's unpivoted LU gave NaN),
+    batched, against onnxruntime."""
+    for n in (2, 3):
+        x = _rand(np.random.default_rng(n), (4, n, n))
+        x[:, 0, 0] = 0.0
+        x[1] = 0.0  # a singular one
+        g = helper.make_graph([helper.make_node("Det", ["x"], ["y"])], "det",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, n, n])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+        path = tmp_path / f"det{n}.onnx"
+        onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), path)
+        ref = onnx_reference(path, {"x": x})
+        out, _ = compile_and_run(path, {"x": x}, tmp_path)
+        assert np.isfinite(out[0]).all() and out[0].shape == (4,)
+        np.testing.assert_allclose(out[0], ref[0], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("p,axis,opset", [(2, 0, 17), (1, -1, 17), (2, 1, 18)])
+def test_lp_normalization_of_a_zero_vector_is_zero(tmp_path: Path, p: int, axis: int, opset: int) -> None:
+    x = _rand(np.random.default_rng(3), (3, 4, 2))
+    x[:, 1, :] = 0.0
+    x[0] = 0.0
+    g = helper.make_graph([helper.make_node("LpNormalization", ["x"], ["y"], axis=axis, p=p)], "lpn",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4, 2])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    path = tmp_path / "lpn.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=8), path)
+    out, _ = compile_and_run(path, {"x": x}, tmp_path)
+    norm = np.linalg.norm(x, ord=p, axis=axis, keepdims=True) if p == 2 else np.abs(x).sum(axis=axis, keepdims=True)
+    expect = x / np.where(norm == 0, 1, norm)  # the ONNX reference's rule
+    assert np.isfinite(out[0]).all()
+    np.testing.assert_allclose(out[0], expect, rtol=1e-5, atol=1e-7)

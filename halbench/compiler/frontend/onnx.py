@@ -101,6 +101,7 @@ def prepare_model(model: Any, input_shapes: dict[str, tuple[int, ...]],
         _wrap_pads_as_concats(model, opset)
     _maxpool3d_as_2d(model)
     _reverse_sequence_as_gather(model)
+    _small_det_and_lp_norm(model)
     _conv_transpose_same_as_pads(model)
     # Shape arithmetic on static shapes becomes constants, so every tensor has a known rank.
     model = fold_shape_computations(model)
@@ -493,6 +494,80 @@ def _reverse_sequence_as_gather(model: Any) -> None:
                 helper.make_node("Where", [p + "_in", p + "_rev", p + "_t"], [p + "_idx"]),
                 helper.make_node("Expand", [p + "_idx", p + "_xshape"], [p + "_full"]),
                 helper.make_node("GatherElements", [node.input[0], p + "_full"], [node.output[0]], axis=tax)]
+    del g.node[:]
+    g.node.extend(out)
+
+
+def _small_det_and_lp_norm(model: Any) -> None:
+    """Two ops torch-mlir lowers with a division that the standard avoids:
+    - Det of 2x2 and 3x3 matrices (an LU decomposition without pivoting: a zero first pivot
+      gives NaN) as the cofactor expansion;
+    - LpNormalization (``x / norm``: NaN for an all-zero vector, where the reference gives 0) as
+      ``x / norm``, where a zero norm divides by 1.
+    Needs opset 15 (CastLike); older models keep torch-mlir's lowering."""
+    import numpy as np
+    from onnx import helper, numpy_helper
+
+    g = model.graph
+    opset = _default_opset(model)
+    if opset < 15 or not any(n.op_type in ("Det", "LpNormalization") for n in g.node):
+        return
+    shapes = _inferred_shapes(model) or {}
+    out = []
+    for k, node in enumerate(g.node):
+        xs = shapes.get(node.input[0]) if node.input else None
+        p = f"{node.output[0]}__hb{k}" if node.output else ""
+        if node.op_type == "Det" and xs is not None and len(xs) >= 2 and xs[-1] == xs[-2] and xs[-1] in (2, 3):
+            n = xs[-1]
+            g.initializer.append(numpy_helper.from_array(np.array([0] * (len(xs) - 2) + [n * n], np.int64), p + "_flat"))
+            g.initializer.append(numpy_helper.from_array(np.array([-1], np.int64), p + "_last"))
+            out.append(helper.make_node("Reshape", [node.input[0], p + "_flat"], [p + "_f"]))
+            e = []
+            for i in range(n * n):
+                g.initializer.extend([numpy_helper.from_array(np.array([i], np.int64), f"{p}_s{i}"),
+                                      numpy_helper.from_array(np.array([i + 1], np.int64), f"{p}_e{i}")])
+                out.append(helper.make_node("Slice", [p + "_f", f"{p}_s{i}", f"{p}_e{i}", p + "_last"], [f"{p}_x{i}"]))
+                e.append(f"{p}_x{i}")
+
+            def mul(a: str, b: str, name: str) -> str:
+                out.append(helper.make_node("Mul", [a, b], [f"{p}_{name}"]))
+                return f"{p}_{name}"
+
+            def sub(a: str, b: str, name: str) -> str:
+                out.append(helper.make_node("Sub", [a, b], [f"{p}_{name}"]))
+                return f"{p}_{name}"
+
+            if n == 2:
+                det = sub(mul(e[0], e[3], "ad"), mul(e[1], e[2], "bc"), "det")
+            else:
+                m0 = sub(mul(e[4], e[8], "48"), mul(e[5], e[7], "57"), "m0")
+                m1 = sub(mul(e[3], e[8], "38"), mul(e[5], e[6], "56"), "m1")
+                m2 = sub(mul(e[3], e[7], "37"), mul(e[4], e[6], "46"), "m2")
+                t = sub(mul(e[0], m0, "t0"), mul(e[1], m1, "t1"), "t01")
+                out.append(helper.make_node("Add", [t, mul(e[2], m2, "t2")], [p + "_det"]))
+                det = p + "_det"
+            out.append(helper.make_node("Squeeze", [det, p + "_last"], [node.output[0]]))
+            continue
+        if node.op_type == "LpNormalization" and node.domain in ("", "ai.onnx"):
+            attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+            axis, pn = int(attrs.get("axis", -1)), int(attrs.get("p", 2))
+            if pn not in (1, 2):
+                out.append(node)
+                continue
+            reduce = "ReduceL1" if pn == 1 else "ReduceL2"
+            g.initializer.extend([numpy_helper.from_array(np.array([axis], np.int64), p + "_axes"),
+                                  numpy_helper.from_array(np.array(0.0, np.float32), p + "_zero"),
+                                  numpy_helper.from_array(np.array(1.0, np.float32), p + "_one")])
+            red = (helper.make_node(reduce, [node.input[0], p + "_axes"], [p + "_norm"], keepdims=1) if opset >= 18
+                   else helper.make_node(reduce, [node.input[0]], [p + "_norm"], axes=[axis], keepdims=1))
+            out += [red,
+                    helper.make_node("CastLike", [p + "_zero", node.input[0]], [p + "_z"]),
+                    helper.make_node("CastLike", [p + "_one", node.input[0]], [p + "_o"]),
+                    helper.make_node("Equal", [p + "_norm", p + "_z"], [p + "_is0"]),
+                    helper.make_node("Where", [p + "_is0", p + "_o", p + "_norm"], [p + "_den"]),
+                    helper.make_node("Div", [node.input[0], p + "_den"], [node.output[0]])]
+            continue
+        out.append(node)
     del g.node[:]
     g.node.extend(out)
 
