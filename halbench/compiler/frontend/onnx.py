@@ -529,11 +529,11 @@ def _small_det_and_lp_norm(model: Any) -> None:
                 out.append(helper.make_node("Slice", [p + "_f", f"{p}_s{i}", f"{p}_e{i}", p + "_last"], [f"{p}_x{i}"]))
                 e.append(f"{p}_x{i}")
 
-            def mul(a: str, b: str, name: str) -> str:
+            def mul(a: str, b: str, name: str, p: str = p, out: list = out) -> str:
                 out.append(helper.make_node("Mul", [a, b], [f"{p}_{name}"]))
                 return f"{p}_{name}"
 
-            def sub(a: str, b: str, name: str) -> str:
+            def sub(a: str, b: str, name: str, p: str = p, out: list = out) -> str:
                 out.append(helper.make_node("Sub", [a, b], [f"{p}_{name}"]))
                 return f"{p}_{name}"
 
