@@ -170,6 +170,22 @@ def test_wrap_pad_wider_than_its_axis_is_refused_in_one_line(tmp_path: Path) -> 
         compile_model(path, CompileOptions())
 
 
+@pytest.mark.parametrize("pads,axes,match", [
+    ([0, 0, 1, 1], None, r"4 pads for 4 axes, where ONNX wants 8"),  # half as long: would pad nothing
+    ([1, 1, 1], [2], r"3 pads for 1 axes, where ONNX wants 2"),
+    ([1, 1], [4], r"axes \[4\] do not name distinct axes of a rank-4 input"),  # would wrap round to axis 0
+    ([1, 1, 1, 1], [2, -2], r"axes \[2, -2\] do not name distinct axes"),
+])
+def test_wrap_pad_with_malformed_pads_or_axes_is_refused_in_one_line(tmp_path: Path, pads, axes, match) -> None:
+    """Pads or axes that do not fit the input are the model's error: one line naming it, not a
+    quietly smaller pad (onnxruntime refuses these files too)."""
+    path = tmp_path / "m.onnx"
+    onnx.save(_wrap_pad([1, 1, 3, 4], pads, axes), path)
+    with pytest.raises(CompileError, match=match) as e:
+        compile_model(path, CompileOptions())
+    assert "\n" not in str(e.value)
+
+
 @pytest.mark.parametrize("attrs", [
     {"kernel_shape": [3, 2, 2], "pads": [1, 0, 1, 1, 1, 0], "strides": [2, 1, 2]},  # depth padded at both ends
     {"kernel_shape": [2, 3, 1], "strides": [3, 2, 1], "ceil_mode": 1, "dilations": [2, 1, 1]},  # ceil reaches past D
@@ -203,6 +219,25 @@ def test_reverse_sequence_matches_onnxruntime(tmp_path: Path, shape, batch_axis,
     ref = onnx_reference(path, feeds)
     out, _ = compile_and_run(path, feeds, tmp_path)
     np.testing.assert_array_equal(out[0], ref[0])
+
+
+@pytest.mark.parametrize("shape,batch_axis,time_axis,lens,match", [
+    ([5, 3, 2], 2, 0, 3, r"batch_axis 2 and time_axis 0 on a rank-3 input, where ONNX wants 0 and 1"),
+    ([5, 3, 2], 0, 0, 5, r"batch_axis 0 and time_axis 0"),
+    ([5, 3, 2], 1, 0, 4, r"sequence_lens of shape \[4\] for a batch of 3"),
+])
+def test_reverse_sequence_with_bad_axes_is_refused_in_one_line(tmp_path: Path, shape, batch_axis, time_axis, lens,
+                                                               match) -> None:
+    g = helper.make_graph(
+        [helper.make_node("ReverseSequence", ["x", "lens"], ["y"], batch_axis=batch_axis, time_axis=time_axis)], "rs",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape),
+         helper.make_tensor_value_info("lens", TensorProto.INT64, [lens])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    path = tmp_path / "rs.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), path)
+    with pytest.raises(CompileError, match=match) as e:
+        compile_model(path, CompileOptions())
+    assert "\n" not in str(e.value)
 
 
 @pytest.mark.parametrize("auto_pad,strides,kernel", [

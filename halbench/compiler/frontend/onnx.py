@@ -332,8 +332,15 @@ def _wrap_pads_as_concats(model: Any, opset: int) -> None:
             raise CompileError(f"{where}: its pads (and axes) must be constants and its input's shape static; "
                                f"freeze them with --freeze-input pads=... or use mode 'reflect', 'edge' or 'constant'")
         rank = len(shape)
-        axes = ([int(a) % rank for a in inits[axes_in].reshape(-1)] if axes_in is not None else list(range(rank)))
+        raw_axes = [int(a) for a in inits[axes_in].reshape(-1)] if axes_in is not None else list(range(rank))
+        if any(not -rank <= a < rank for a in raw_axes) or len({a % rank for a in raw_axes}) != len(raw_axes):
+            raise CompileError(f"{where}: axes {raw_axes} do not name distinct axes of a rank-{rank} input; "
+                               f"fix the model's axes input (onnxruntime refuses it too)")
+        axes = [a % rank for a in raw_axes]
         pads = [int(x) for x in pads.reshape(-1)]
+        if len(pads) != 2 * len(axes):
+            raise CompileError(f"{where}: {len(pads)} pads for {len(axes)} axes, where ONNX wants {2 * len(axes)} "
+                               f"(every begin, then every end); fix the model's pads input")
         begins, ends = pads[:len(axes)], pads[len(axes):]
         for ax, b, e in zip(axes, begins, ends):
             left = shape[ax] - max(-b, 0) - max(-e, 0)  # what a negative pad's crop leaves
@@ -476,6 +483,14 @@ def _reverse_sequence_as_gather(model: Any) -> None:
             continue
         attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
         bax, tax = int(attrs.get("batch_axis", 1)), int(attrs.get("time_axis", 0))
+        if len(xs) < 2 or {bax, tax} != {0, 1}:
+            raise CompileError(f"node '{node.name or node.output[0]}' (ReverseSequence): batch_axis {bax} and "
+                               f"time_axis {tax} on a rank-{len(xs)} input, where ONNX wants 0 and 1 (either way "
+                               f"round) on a rank-2 or higher input; fix the node's attributes")
+        ls = shapes.get(node.input[1])
+        if ls is not None and (len(ls) != 1 or ls[0] != xs[bax]):
+            raise CompileError(f"node '{node.name or node.output[0]}' (ReverseSequence): sequence_lens of shape "
+                               f"{list(ls)} for a batch of {xs[bax]}; give one length per batch entry")
         p = f"{node.output[0]}__rs{k}"
         t_shape = [1] * len(xs)
         t_shape[tax] = xs[tax]
