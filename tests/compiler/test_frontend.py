@@ -287,3 +287,100 @@ def test_lp_normalization_of_a_zero_vector_is_zero(tmp_path: Path, p: int, axis:
     expect = x / np.where(norm == 0, 1, norm)  # the ONNX reference's rule
     assert np.isfinite(out[0]).all()
     np.testing.assert_allclose(out[0], expect, rtol=1e-5, atol=1e-7)
+
+
+def _graph_model(nodes: list, inputs: dict[str, tuple[int, np.ndarray]], outputs: list[str], opsets: list,
+                 inits: list | None = None) -> onnx.ModelProto:
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(n, t, a.shape) for n, (t, a) in inputs.items()],
+                          [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outputs], inits or [])
+    return helper.make_model(g, opset_imports=opsets, ir_version=8)
+
+
+@pytest.mark.parametrize("op,attrs,per,t", [
+    ("Adagrad", {"decay_factor": 0.1, "epsilon": 1e-5, "norm_coefficient": 0.001}, 3, 3),
+    ("Adam", {"alpha": 0.9, "beta": 0.99, "epsilon": 1e-3, "norm_coefficient": 0.01,
+              "norm_coefficient_post": 0.02}, 4, 4),
+    ("Adam", {"alpha": 0.9, "beta": 0.99, "epsilon": 1e-3}, 4, 0),  # T = 0: no bias correction
+    ("Momentum", {"alpha": 0.9, "beta": 0.5, "mode": "standard", "norm_coefficient": 0.01}, 3, 2),
+    ("Momentum", {"alpha": 0.9, "beta": 0.5, "mode": "nesterov", "norm_coefficient": 0.01}, 3, 0),
+])
+def test_training_optimizers_match_the_onnx_reference(tmp_path: Path, op, attrs, per, t) -> None:
+    """The ai.onnx.preview.training optimizers as element-wise chains, two variables of different
+    shapes at once, against onnx's reference implementation (onnxruntime has no such kernels)."""
+    from onnx.reference import ReferenceEvaluator
+
+    rng = np.random.default_rng(11)
+    shapes = [(3,), (2, 4)]
+    letters = {"Adagrad": "XGH", "Momentum": "XGV", "Adam": "XGVH"}[op]
+    names = [f"{k}{i}" for k in letters for i in range(2)]
+    feeds = {"R": np.array(0.1, np.float32), "T": np.array(t, np.int64)}
+    for n in names:
+        a = _rand(rng, shapes[int(n[1])])
+        feeds[n] = np.abs(a) if n[0] == "H" else a  # a squared-gradient accumulator is not negative
+    outs = [f"{k}{i}_new" for k in letters.replace("G", "") for i in range(2)]
+    node = helper.make_node(op, ["R", "T", *names], outs, domain="ai.onnx.preview.training", **attrs)
+    m = _graph_model([node], {n: (TensorProto.INT64 if n == "T" else TensorProto.FLOAT, a) for n, a in feeds.items()},
+                     outs, [helper.make_opsetid("ai.onnx.preview.training", 1)])
+    ref = ReferenceEvaluator(m).run(None, feeds)
+    path = tmp_path / "opt.onnx"
+    onnx.save(m, path)
+    out, _ = compile_and_run(path, feeds, tmp_path)
+    assert len(out) == len(ref) == len(outs)
+    for o, r in zip(out, ref):
+        assert o.shape == r.shape and rel_err(o, r) <= 1e-5
+
+
+def test_ml_binarizer_and_array_feature_extractor_match_onnxruntime(tmp_path: Path) -> None:
+    x = _rand(np.random.default_rng(12), (3, 4, 5))
+    idx = np.array([4, 0, 4, 2], np.int64)
+    m = _graph_model([helper.make_node("Binarizer", ["x"], ["b"], domain="ai.onnx.ml", threshold=0.25),
+                      helper.make_node("ArrayFeatureExtractor", ["x", "i"], ["f"], domain="ai.onnx.ml")],
+                     {"x": (TensorProto.FLOAT, x), "i": (TensorProto.INT64, idx)}, ["b", "f"],
+                     [helper.make_opsetid("ai.onnx.ml", 1), helper.make_opsetid("", 17)])
+    path = tmp_path / "ml.onnx"
+    onnx.save(m, path)
+    ref = onnx_reference(path, {"x": x, "i": idx})
+    out, _ = compile_and_run(path, {"x": x, "i": idx}, tmp_path)
+    np.testing.assert_array_equal(out[0], ref[0])
+    np.testing.assert_array_equal(out[1], ref[1])
+
+
+@pytest.mark.parametrize("axis,cond", [(None, [0, 1, 1, 0, 0, 0, 1]), (1, [1, 0, 1]), (-1, [0, 1, 1, 1]), (0, [1])])
+def test_compress_with_a_constant_condition_matches_onnxruntime(tmp_path: Path, axis, cond) -> None:
+    """A condition shorter than its axis selects from the axis's start; no axis: the input flattened."""
+    cnd = numpy_helper.from_array(np.array(cond, bool), "c")
+    m = _graph_model([helper.make_node("Compress", ["x", "c"], ["y"], **({} if axis is None else {"axis": axis}))],
+                     {"x": (TensorProto.FLOAT, np.zeros((2, 3, 4), np.float32))}, ["y"],
+                     [helper.make_opsetid("", 17)], [cnd])
+    _check(tmp_path, m, _rand(np.random.default_rng(13), (2, 3, 4)))
+
+
+def test_compress_selecting_past_its_axis_is_refused_in_one_line(tmp_path: Path) -> None:
+    cnd = numpy_helper.from_array(np.array([0, 0, 0, 1], bool), "c")
+    m = _graph_model([helper.make_node("Compress", ["x", "c"], ["y"], axis=1)],
+                     {"x": (TensorProto.FLOAT, np.zeros((2, 3), np.float32))}, ["y"], [helper.make_opsetid("", 17)],
+                     [cnd])
+    path = tmp_path / "m.onnx"
+    onnx.save(m, path)
+    with pytest.raises(CompileError, match=r"selects element 3 of an axis of 3; give a condition no longer"):
+        compile_model(path, CompileOptions())
+
+
+@pytest.mark.parametrize("reduction", ["max", "min"])
+@pytest.mark.parametrize("axis,data,idx", [
+    (1, (3, 5), [[0, 4, 4], [1, 1, -1]]),  # repeated and negative indices; fewer rows than the data
+    (0, (4, 2, 3), [[[3, 0, 3]], [[3, 2, 0]]]),  # along the first axis of three; a partial middle axis
+])
+def test_scatter_elements_max_min_matches_onnxruntime(tmp_path: Path, reduction, axis, data, idx) -> None:
+    """ScatterElements with reduction max / min as a one-hot reduction, repeated indices included."""
+    rng = np.random.default_rng(14)
+    idx = np.array(idx, np.int64)
+    feeds = {"d": _rand(rng, data), "i": idx, "u": _rand(rng, idx.shape)}
+    m = _graph_model([helper.make_node("ScatterElements", ["d", "i", "u"], ["y"], axis=axis, reduction=reduction)],
+                     {"d": (TensorProto.FLOAT, feeds["d"]), "i": (TensorProto.INT64, idx),
+                      "u": (TensorProto.FLOAT, feeds["u"])}, ["y"], [helper.make_opsetid("", 18)])
+    path = tmp_path / "se.onnx"
+    onnx.save(m, path)
+    ref = onnx_reference(path, feeds)
+    out, _ = compile_and_run(path, feeds, tmp_path)
+    np.testing.assert_array_equal(out[0], ref[0])

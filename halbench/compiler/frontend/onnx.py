@@ -47,6 +47,12 @@ def prepare_model(model: Any, input_shapes: dict[str, tuple[int, ...]],
     """Normalise a loaded ModelProto; returns (model, resource name -> weight name, resource -> array)."""
     import onnx
 
+    from halbench.compiler.frontend.node_rewrites import (
+        rewrite_compress_and_scatter_minmax,
+        rewrite_ml_and_training_nodes,
+    )
+
+    rewrite_ml_and_training_nodes(model, TARGET_OPSET)
     opset = _default_opset(model)
     if opset and opset < MIN_OPSET:
         try:
@@ -103,6 +109,7 @@ def prepare_model(model: Any, input_shapes: dict[str, tuple[int, ...]],
     _reverse_sequence_as_gather(model)
     _small_det_and_lp_norm(model)
     _conv_transpose_same_as_pads(model)
+    rewrite_compress_and_scatter_minmax(model, _inferred_shapes)
     # Shape arithmetic on static shapes becomes constants, so every tensor has a known rank.
     model = fold_shape_computations(model)
     _resize_axes_to_full_rank(model.graph)

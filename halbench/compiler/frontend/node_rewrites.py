@@ -1,0 +1,235 @@
+"""ONNX nodes torch-mlir cannot lower, written as the standard ops they are equivalent to.
+
+Each rewrite replaces a node by a few default-domain nodes with the same outputs, before the
+model reaches torch-mlir:
+
+* the optimizers of ``ai.onnx.preview.training`` (Adagrad, Adam, Momentum in both modes), one
+  element-wise chain per optimized tensor, the formulas of the operator specification;
+* ``ai.onnx.ml`` Binarizer (``X > threshold`` as 0 / 1 of X's type) and ArrayFeatureExtractor
+  (a Gather along the last axis);
+* Compress with a constant condition (frozen, as conformance and ``--freeze-input`` do): a
+  Gather of the selected indices, the input flattened first where no axis is given;
+* ScatterElements with reduction ``max`` / ``min``: the updates spread over a one-hot of their
+  indices (the reduction's neutral value elsewhere), reduced along the scatter axis, padded to
+  the data's shape and combined with the data by Max / Min.
+
+A node a rewrite cannot take (shapes unknown, a condition known only at run time, a one-hot too
+large) is left as it is, and torch-mlir's refusal names it as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["rewrite_compress_and_scatter_minmax", "rewrite_ml_and_training_nodes"]
+
+_TRAINING = "ai.onnx.preview.training"
+_ML = "ai.onnx.ml"
+#: Largest one-hot (indices x axis length elements) a ScatterElements min / max is spread over
+_MAX_ONE_HOT = 1 << 24
+
+
+class _Builder:
+    """Appends nodes and scalar constants with names unique to one rewritten node."""
+
+    def __init__(self, g: Any, prefix: str) -> None:
+        self.g, self.prefix, self.nodes, self.k = g, prefix, [], 0
+
+    def name(self) -> str:
+        self.k += 1
+        return f"{self.prefix}_{self.k}"
+
+    def const(self, value: Any, dtype: Any = None) -> str:
+        import numpy as np
+        from onnx import numpy_helper
+
+        name = self.name()
+        self.g.initializer.append(numpy_helper.from_array(np.asarray(value, dtype or np.float32), name))
+        return name
+
+    def op(self, op_type: str, inputs: list[str], output: str | None = None, **attrs: Any) -> str:
+        from onnx import helper
+
+        out = output or self.name()
+        self.nodes.append(helper.make_node(op_type, inputs, [out], **attrs))
+        return out
+
+
+def _attrs(node: Any) -> dict[str, Any]:
+    from onnx import helper
+
+    return {a.name: helper.get_attribute_value(a) for a in node.attribute}
+
+
+def _adagrad(b: _Builder, a: dict[str, Any], r: str, t: str, x: str, g: str, h: str,
+             outs: tuple[str, str]) -> None:
+    tf = b.op("Cast", [t], to=1)
+    rate = b.op("Div", [r, b.op("Add", [b.const(1.0), b.op("Mul", [tf, b.const(a.get("decay_factor", 0.0))])])])
+    greg = b.op("Add", [b.op("Mul", [b.const(a.get("norm_coefficient", 0.0)), x]), g])
+    h_new = b.op("Add", [h, b.op("Mul", [greg, greg])], outs[1])
+    scale = b.op("Add", [b.op("Sqrt", [h_new]), b.const(a.get("epsilon", 0.0))])
+    b.op("Sub", [x, b.op("Div", [b.op("Mul", [rate, greg]), scale])], outs[0])
+
+
+def _momentum(b: _Builder, a: dict[str, Any], r: str, t: str, x: str, g: str, v: str,
+              outs: tuple[str, str]) -> None:
+    alpha = b.const(a["alpha"])
+    greg = b.op("Add", [b.op("Mul", [b.const(a["norm_coefficient"]), x]), g])
+    # the gradient's coefficient is 1 at the first step (T = 0)
+    beta = b.op("Where", [b.op("Greater", [t, b.const(0, "int64")]), b.const(a["beta"]), b.const(1.0)])
+    v_new = b.op("Add", [b.op("Mul", [alpha, v]), b.op("Mul", [beta, greg])], outs[1])
+    mode = a.get("mode", b"standard")
+    step = v_new if mode in (b"standard", "standard") else b.op("Add", [greg, b.op("Mul", [alpha, v_new])])
+    b.op("Sub", [x, b.op("Mul", [r, step])], outs[0])
+
+
+def _adam(b: _Builder, a: dict[str, Any], r: str, t: str, x: str, g: str, v: str, h: str,
+          outs: tuple[str, str, str]) -> None:
+    al, be = float(a.get("alpha", 0.9)), float(a.get("beta", 0.999))
+    greg = b.op("Add", [b.op("Mul", [b.const(a.get("norm_coefficient", 0.0)), x]), g])
+    v_new = b.op("Add", [b.op("Mul", [b.const(al), v]), b.op("Mul", [b.const(1.0 - al), greg])], outs[1])
+    h_new = b.op("Add", [b.op("Mul", [b.const(be), h]),
+                         b.op("Mul", [b.const(1.0 - be), b.op("Mul", [greg, greg])])], outs[2])
+    denom = b.op("Add", [b.op("Sqrt", [h_new]), b.const(a.get("epsilon", 1e-6))])
+    # bias correction from the second step on: R * sqrt(1 - beta^T) / (1 - alpha^T)
+    tf = b.op("Cast", [t], to=1)
+    corrected = b.op("Div", [b.op("Mul", [r, b.op("Sqrt", [b.op("Sub", [b.const(1.0), b.op("Pow", [b.const(be), tf])])])]),
+                             b.op("Sub", [b.const(1.0), b.op("Pow", [b.const(al), tf])])])
+    rate = b.op("Where", [b.op("Greater", [t, b.const(0, "int64")]), corrected, r])
+    x_new = b.op("Sub", [x, b.op("Mul", [rate, b.op("Div", [v_new, denom])])])
+    b.op("Mul", [b.const(1.0 - float(a.get("norm_coefficient_post", 0.0))), x_new], outs[0])
+
+
+#: op -> (tensors per optimized variable after R and T, the rewrite)
+_OPTIMIZERS: dict[str, tuple[int, Callable[..., None]]] = {
+    "Adagrad": (3, _adagrad), "Momentum": (3, _momentum), "Adam": (4, _adam)}
+
+
+def rewrite_ml_and_training_nodes(model: Any, target_opset: int) -> bool:
+    """The training optimizers and the two ML ops as default-domain nodes; True where any was
+    rewritten (the model then imports the default domain at ``target_opset`` if it did not)."""
+    from onnx import helper
+
+    g = model.graph
+    if not any(n.domain in (_TRAINING, _ML) for n in g.node):
+        return False
+    out, done = [], False
+    for k, node in enumerate(g.node):
+        b = _Builder(g, f"{node.output[0] if node.output else node.op_type}__nr{k}")
+        a = _attrs(node)
+        if node.domain == _TRAINING and node.op_type in _OPTIMIZERS:
+            per, fn = _OPTIMIZERS[node.op_type]
+            ins = list(node.input)
+            n = (len(ins) - 2) // per
+            if n < 1 or len(ins) != 2 + per * n or len(node.output) != (per - 1) * n:
+                out.append(node)
+                continue
+            r, t = ins[0], ins[1]
+            for i in range(n):
+                fn(b, a, r, t, *[ins[2 + j * n + i] for j in range(per)],
+                   tuple(node.output[j * n + i] for j in range(per - 1)))
+        elif node.domain == _ML and node.op_type == "Binarizer":
+            thr = b.const(a.get("threshold", 0.0))
+            # compared in X's type: the threshold cast to it
+            b.op("Where", [b.op("Greater", [node.input[0], b.op("CastLike", [thr, node.input[0]])]),
+                           b.op("CastLike", [b.const(1.0), node.input[0]]),
+                           b.op("CastLike", [b.const(0.0), node.input[0]])], node.output[0])
+        elif node.domain == _ML and node.op_type == "ArrayFeatureExtractor":
+            b.op("Gather", [node.input[0], node.input[1]], node.output[0], axis=-1)
+        else:
+            out.append(node)
+            continue
+        out += b.nodes
+        done = True
+    del g.node[:]
+    g.node.extend(out)
+    if done and not any(o.domain in ("", "ai.onnx") for o in model.opset_import):
+        model.opset_import.append(helper.make_opsetid("", target_opset))
+    return done
+
+
+def rewrite_compress_and_scatter_minmax(model: Any,
+                                        infer: Callable[[Any], dict[str, tuple[int, ...]] | None]) -> None:
+    """Compress with a constant condition as a Gather; ScatterElements max / min as a one-hot
+    reduction (see the module's docstring). ``infer(model)`` gives the static shapes (run only
+    where such a node is present)."""
+    import numpy as np
+    from onnx import numpy_helper
+
+    from halbench.errors import CompileError
+
+    g = model.graph
+    todo = [n for n in g.node if n.domain in ("", "ai.onnx") and (
+        n.op_type == "Compress" or (n.op_type == "ScatterElements"
+                                    and _attrs(n).get("reduction", b"none") in (b"max", b"min")))]
+    if not todo:
+        return
+    inits = {t.name: t for t in g.initializer}
+    shapes = infer(model) or {}
+    out = []
+    for k, node in enumerate(g.node):
+        if node not in todo:
+            out.append(node)
+            continue
+        b = _Builder(g, f"{node.output[0]}__nr{k}")
+        a = _attrs(node)
+        where = f"node '{node.name or node.output[0]}' ({node.op_type})"
+        if node.op_type == "Compress":
+            xs = shapes.get(node.input[0])
+            if node.input[1] not in inits or xs is None:
+                out.append(node)
+                continue
+            cond = numpy_helper.to_array(inits[node.input[1]]).reshape(-1).astype(bool)
+            axis = a.get("axis")
+            length = int(np.prod(xs)) if axis is None else xs[int(axis) % len(xs)]
+            if axis is not None and not -len(xs) <= int(axis) < len(xs):
+                raise CompileError(f"{where}: axis {axis} outside a rank-{len(xs)} input; fix the node's axis")
+            picked = np.nonzero(cond)[0]
+            if picked.size and picked[-1] >= length:
+                raise CompileError(f"{where}: the condition selects element {int(picked[-1])} of an axis of "
+                                   f"{length}; give a condition no longer than the axis")
+            if not picked.size:
+                out.append(node)  # an empty result: _refuse_empty_values names it
+                continue
+            src = node.input[0]
+            if axis is None:
+                src = b.op("Reshape", [src, b.const([-1], "int64")])
+            b.op("Gather", [src, b.const(picked.astype(np.int64), "int64")], node.output[0],
+                 axis=0 if axis is None else int(axis))
+        else:
+            ds, ids = shapes.get(node.input[0]), shapes.get(node.input[1])
+            if ds is None or ids is None or len(ds) != len(ids) or not len(ds):
+                out.append(node)
+                continue
+            rank = len(ds)
+            axis = int(a.get("axis", 0))
+            if not -rank <= axis < rank:
+                raise CompileError(f"{where}: axis {axis} outside rank-{rank} data; fix the node's axis")
+            axis %= rank
+            n = ds[axis]
+            if int(np.prod(ids)) * n > _MAX_ONE_HOT or any(i > d for i, d in zip(ids, ds)):
+                out.append(node)
+                continue
+            is_max = a["reduction"] == b"max"
+            neutral = b.op("CastLike", [b.const(-np.inf if is_max else np.inf), node.input[0]])
+            idx = b.op("Cast", [node.input[1]], to=7)
+            idx = b.op("Where", [b.op("Less", [idx, b.const(0, "int64")]),
+                                 b.op("Add", [idx, b.const(n, "int64")]), idx])  # negative indices count from the end
+            last = b.const([-1], "int64")
+            hot = b.op("Equal", [b.op("Unsqueeze", [idx, last]),
+                                 b.const(np.arange(n, dtype=np.int64).reshape([1] * rank + [n]), "int64")])
+            spread = b.op("Where", [hot, b.op("Unsqueeze", [node.input[2], last]), neutral])  # ids + [n]
+            red = b.op("ReduceMax" if is_max else "ReduceMin", [spread, b.const([axis], "int64")], keepdims=0)
+            # the data axis (length n) is last now: move it back to where the scatter axis was
+            perm = list(range(rank))
+            perm.insert(axis, rank - 1)
+            moved = b.op("Transpose", [red], perm=perm[:rank])
+            part = tuple(n if j == axis else ids[j] for j in range(rank))
+            if part != tuple(ds):
+                pads = [0] * rank + [d - p for d, p in zip(ds, part)]
+                moved = b.op("Pad", [moved, b.const(pads, "int64"), neutral], mode="constant")
+            b.op("Max" if is_max else "Min", [node.input[0], moved], node.output[0])
+        out += b.nodes
+    del g.node[:]
+    g.node.extend(out)
