@@ -384,3 +384,18 @@ def test_scatter_elements_max_min_matches_onnxruntime(tmp_path: Path, reduction,
     ref = onnx_reference(path, feeds)
     out, _ = compile_and_run(path, feeds, tmp_path)
     np.testing.assert_array_equal(out[0], ref[0])
+
+
+@pytest.mark.parametrize("policy,sizes,mode", [
+    ("not_larger", [8, 20], "linear"),  # scale min(2, 3.33) = 2: 8 x 12
+    ("not_smaller", [10, 9], "nearest"),  # scale max(2.5, 1.5) = 2.5: 10 x 15
+    ("not_larger", [2, 9], "nearest"),  # scale min(0.5, 1.5) = 0.5, a downsample: 2 x 3
+])
+def test_resize_keeping_the_aspect_ratio_matches_onnxruntime(tmp_path: Path, policy, sizes, mode) -> None:
+    """keep_aspect_ratio_policy (torch-mlir has no pattern) as a Resize by the policy's one scale."""
+    sz = numpy_helper.from_array(np.array(sizes, np.int64), "sizes")
+    m = _graph_model([helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], axes=[2, 3], mode=mode,
+                                       keep_aspect_ratio_policy=policy)],
+                     {"x": (TensorProto.FLOAT, np.zeros((1, 2, 4, 6), np.float32))}, ["y"],
+                     [helper.make_opsetid("", 19)], [sz])
+    _check(tmp_path, m, _rand(np.random.default_rng(15), (1, 2, 4, 6)))

@@ -11,7 +11,9 @@ model reaches torch-mlir:
   Gather of the selected indices, the input flattened first where no axis is given;
 * ScatterElements with reduction ``max`` / ``min``: the updates spread over a one-hot of their
   indices (the reduction's neutral value elsewhere), reduced along the scatter axis, padded to
-  the data's shape and combined with the data by Max / Min.
+  the data's shape and combined with the data by Max / Min;
+* Resize to constant sizes under a keep_aspect_ratio_policy: a Resize by the one scale the
+  policy picks, where that gives the policy's output size.
 
 A node a rewrite cannot take (shapes unknown, a condition known only at run time, a one-hot too
 large) is left as it is, and torch-mlir's refusal names it as before.
@@ -161,8 +163,9 @@ def rewrite_compress_and_scatter_minmax(model: Any,
 
     g = model.graph
     todo = [n for n in g.node if n.domain in ("", "ai.onnx") and (
-        n.op_type == "Compress" or (n.op_type == "ScatterElements"
-                                    and _attrs(n).get("reduction", b"none") in (b"max", b"min")))]
+        n.op_type == "Compress"
+        or (n.op_type == "ScatterElements" and _attrs(n).get("reduction", b"none") in (b"max", b"min"))
+        or (n.op_type == "Resize" and _attrs(n).get("keep_aspect_ratio_policy", b"stretch") != b"stretch"))]
     if not todo:
         return
     inits = {t.name: t for t in g.initializer}
@@ -197,6 +200,10 @@ def rewrite_compress_and_scatter_minmax(model: Any,
                 src = b.op("Reshape", [src, b.const([-1], "int64")])
             b.op("Gather", [src, b.const(picked.astype(np.int64), "int64")], node.output[0],
                  axis=0 if axis is None else int(axis))
+        elif node.op_type == "Resize":
+            if not _resize_keeping_aspect(b, node, a, shapes.get(node.input[0]), inits):
+                out.append(node)
+                continue
         else:
             ds, ids = shapes.get(node.input[0]), shapes.get(node.input[1])
             if ds is None or ids is None or len(ds) != len(ids) or not len(ds):
@@ -233,3 +240,34 @@ def rewrite_compress_and_scatter_minmax(model: Any,
         out += b.nodes
     del g.node[:]
     g.node.extend(out)
+
+
+def _resize_keeping_aspect(b: _Builder, node: Any, a: dict[str, Any], xs: tuple[int, ...] | None,
+                           inits: dict[str, Any]) -> bool:
+    """Resize to constant ``sizes`` under keep_aspect_ratio_policy ``not_larger`` / ``not_smaller``:
+    one scale for every resized axis (the smallest / largest of sizes / input), the output
+    ``round_half_up(scale * input)``, and the coordinates transformed with that scale. That is
+    a Resize by ``scales`` wherever flooring ``scale * input`` gives the same size; False (node
+    kept) where it does not, or where sizes or the input's shape are not known."""
+    import numpy as np
+    from onnx import numpy_helper
+
+    if xs is None or len(node.input) < 4 or node.input[3] not in inits:
+        return False
+    rank = len(xs)
+    sizes = [int(v) for v in numpy_helper.to_array(inits[node.input[3]]).reshape(-1)]
+    axes = [int(v) % rank for v in a.get("axes", range(rank))]
+    if len(axes) != len(sizes) or len(set(axes)) != len(axes) or min(xs) <= 0:
+        return False
+    ratios = [sz / xs[ax] for ax, sz in zip(axes, sizes)]
+    policy = a["keep_aspect_ratio_policy"]
+    scale = min(ratios) if policy in (b"not_larger", "not_larger") else max(ratios)
+    if any(int(scale * xs[ax]) != int(scale * xs[ax] + 0.5) for ax in axes):
+        return False
+    full = np.ones(rank, np.float32)
+    full[axes] = scale
+    if any(float(np.float32(scale)) * xs[ax] != scale * xs[ax] for ax in axes):
+        return False  # the f32 scale would give another size
+    keep = {k: v for k, v in a.items() if k not in ("axes", "keep_aspect_ratio_policy")}
+    b.op("Resize", [node.input[0], "", b.const(full)], node.output[0], **keep)
+    return True
