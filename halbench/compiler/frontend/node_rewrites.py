@@ -165,7 +165,8 @@ def rewrite_compress_and_scatter_minmax(model: Any,
     todo = [n for n in g.node if n.domain in ("", "ai.onnx") and (
         n.op_type == "Compress"
         or (n.op_type == "ScatterElements" and _attrs(n).get("reduction", b"none") in (b"max", b"min"))
-        or (n.op_type == "Resize" and _attrs(n).get("keep_aspect_ratio_policy", b"stretch") != b"stretch"))]
+        or (n.op_type == "Resize" and _attrs(n).get("keep_aspect_ratio_policy", b"stretch") != b"stretch")
+        or n.op_type == "GridSample")]
     if not todo:
         return
     inits = {t.name: t for t in g.initializer}
@@ -200,6 +201,10 @@ def rewrite_compress_and_scatter_minmax(model: Any,
                 src = b.op("Reshape", [src, b.const([-1], "int64")])
             b.op("Gather", [src, b.const(picked.astype(np.int64), "int64")], node.output[0],
                  axis=0 if axis is None else int(axis))
+        elif node.op_type == "GridSample":
+            if not _grid_sample_2d(b, node, a, shapes.get(node.input[0]), shapes.get(node.input[1])):
+                out.append(node)
+                continue
         elif node.op_type == "Resize":
             if not _resize_keeping_aspect(b, node, a, shapes.get(node.input[0]), inits):
                 out.append(node)
@@ -270,4 +275,95 @@ def _resize_keeping_aspect(b: _Builder, node: Any, a: dict[str, Any], xs: tuple[
         return False  # the f32 scale would give another size
     keep = {k: v for k, v in a.items() if k not in ("axes", "keep_aspect_ratio_policy")}
     b.op("Resize", [node.input[0], "", b.const(full)], node.output[0], **keep)
+    return True
+
+
+def _grid_sample_2d(b: _Builder, node: Any, a: dict[str, Any], xs: tuple[int, ...] | None,
+                    gs: tuple[int, ...] | None) -> bool:
+    """GridSample of an N x C x H x W input in mode nearest or (bi)linear, each padding mode, as
+    the ONNX reference computes it: grid coordinates denormalised (align_corners or not), rounded
+    half to even for nearest (ONNX Round; torch-mlir's lowering rounds halves up), moved inside by
+    the padding mode, then each tap gathered from the flattened image at a clamped index (nothing
+    outside the input is read) and zeroed where padding 'zeros' puts it outside. False (node
+    kept) for other ranks, modes or shapes not known."""
+    mode = a.get("mode", b"bilinear")
+    mode = mode.decode() if isinstance(mode, bytes) else mode
+    pad = a.get("padding_mode", b"zeros")
+    pad = pad.decode() if isinstance(pad, bytes) else pad
+    align = bool(a.get("align_corners", 0))
+    if (xs is None or gs is None or len(xs) != 4 or len(gs) != 4 or gs[-1] != 2 or gs[0] != xs[0]
+            or mode not in ("nearest", "bilinear", "linear") or pad not in ("zeros", "border", "reflection")
+            or min(xs) <= 0 or (align and pad == "reflection" and min(xs[2:]) < 2)):
+        return False
+    n, c, h, w = xs
+    ho, wo = gs[1], gs[2]
+    f = b.const
+
+    def select(cond: str, yes: str, no: str) -> str:
+        return b.op("Where", [cond, yes, no])
+
+    def reflect(v: str, lo: float, hi: float) -> str:
+        below, above = b.op("Less", [v, f(lo)]), b.op("Greater", [v, f(hi)])
+        dx = select(below, b.op("Sub", [f(lo), v]), b.op("Sub", [v, f(hi)]))
+        rng = f(hi - lo)
+        turns = b.op("Floor", [b.op("Div", [dx, rng])])
+        r = b.op("Sub", [dx, b.op("Mul", [turns, rng])])
+        even = b.op("Equal", [b.op("Mod", [turns, f(2.0)], fmod=1), f(0.0)])
+        lo_r, hi_r = b.op("Add", [f(lo), r]), b.op("Sub", [f(hi), r])
+        return select(below, select(even, lo_r, hi_r), select(above, select(even, hi_r, lo_r), v))
+
+    def coordinate(axis: int, d: int) -> str:
+        g = b.op("Gather", [node.input[1], f(axis, "int64")], axis=3)  # N x Ho x Wo
+        one = b.op("Add", [g, f(1.0)])
+        v = (b.op("Mul", [one, f((d - 1) / 2.0)]) if align
+             else b.op("Div", [b.op("Sub", [b.op("Mul", [one, f(float(d))]), f(1.0)]), f(2.0)]))
+        if mode == "nearest":
+            v = b.op("Round", [v])
+        lo, hi = (0.0, d - 1.0) if align else (-0.5, d - 0.5)
+        if pad == "border":
+            outside = b.op("Or", [b.op("Less", [v, f(lo)]), b.op("Greater", [v, f(hi)])])
+            v = select(outside, b.op("Clip", [v, f(0.0), f(d - 1.0)]), v)
+        elif pad == "reflection":
+            v = reflect(v, lo, hi)
+        return v
+
+    def tap(i: str, d: int) -> tuple[str, str | None]:
+        """(index clamped into the axis, validity or None) of the integral coordinate ``i``."""
+        lo, hi = (0.0, d - 1.0) if align else (-0.5, d - 0.5)
+        valid = None
+        if pad == "zeros":
+            valid = b.op("And", [b.op("GreaterOrEqual", [i, f(0.0)]), b.op("LessOrEqual", [i, f(d - 1.0)])])
+        elif pad == "reflection":
+            i = b.op("Floor", [b.op("Max", [reflect(i, lo, hi), f(0.0)])])  # C's int() of a value >= -0.5
+        return b.op("Cast", [b.op("Clip", [i, f(0.0), f(d - 1.0)])], to=7), valid
+
+    flat = b.op("Reshape", [node.input[0], f([n, c, h * w], "int64")])
+    full = f([n, c, ho * wo], "int64")
+
+    def gather(iy: str, ix: str) -> str:
+        (yi, yv), (xi, xv) = tap(iy, h), tap(ix, w)
+        idx = b.op("Add", [b.op("Mul", [yi, f(w, "int64")]), xi])  # N x Ho x Wo
+        idx = b.op("Expand", [b.op("Reshape", [idx, f([n, 1, ho * wo], "int64")]), full])
+        val = b.op("Reshape", [b.op("GatherElements", [flat, idx], axis=2), f([n, c, ho, wo], "int64")])
+        if yv is None:
+            return val
+        ok = b.op("Unsqueeze", [b.op("And", [yv, xv]), f([1], "int64")])  # N x 1 x Ho x Wo
+        return select(ok, val, b.op("CastLike", [f(0.0), val]))
+
+    vx, vy = coordinate(0, w), coordinate(1, h)
+    if mode == "nearest":
+        b.op("Identity", [gather(vy, vx)], node.output[0])
+        return True
+    x0, y0 = b.op("Floor", [vx]), b.op("Floor", [vy])
+    x1, y1 = b.op("Add", [x0, f(1.0)]), b.op("Add", [y0, f(1.0)])
+    wx1, wy1 = b.op("Sub", [vx, x0]), b.op("Sub", [vy, y0])
+    wx0, wy0 = b.op("Sub", [f(1.0), wx1]), b.op("Sub", [f(1.0), wy1])
+
+    def weighted(yy: str, xx: str, wy: str, wx: str) -> str:
+        wgt = b.op("Unsqueeze", [b.op("Mul", [wy, wx]), f([1], "int64")])
+        return b.op("Mul", [gather(yy, xx), wgt])
+
+    top = b.op("Add", [weighted(y0, x0, wy0, wx0), weighted(y0, x1, wy0, wx1)])
+    bottom = b.op("Add", [weighted(y1, x0, wy1, wx0), weighted(y1, x1, wy1, wx1)])
+    b.op("Add", [top, bottom], node.output[0])
     return True
