@@ -401,24 +401,27 @@ def test_resize_keeping_the_aspect_ratio_matches_onnxruntime(tmp_path: Path, pol
     _check(tmp_path, m, _rand(np.random.default_rng(15), (1, 2, 4, 6)))
 
 
-@pytest.mark.parametrize("mode", ["nearest", "bilinear"])
+@pytest.mark.parametrize("mode,dims", [("nearest", 2), ("linear", 2), ("cubic", 2), ("nearest", 3), ("linear", 3)])
 @pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
 @pytest.mark.parametrize("align_corners", [0, 1])
-def test_grid_sample_matches_onnxruntime(tmp_path: Path, mode, padding_mode, align_corners) -> None:
-    """GridSample as clamped gathers, with grid points far outside the image (three reflections
-    deep), on pixel centres and halfway between them (nearest rounds halves to even)."""
+def test_grid_sample_matches_the_onnx_reference(tmp_path: Path, mode, dims, padding_mode, align_corners) -> None:
+    """GridSample as clamped gathers (2-D and 3-D), with grid points far outside the image (three
+    reflections deep), on pixel centres and halfway between them (nearest rounds halves to even),
+    against onnx's reference implementation (onnxruntime has no 5-D GridSample)."""
+    from onnx.reference import ReferenceEvaluator
+
     rng = np.random.default_rng(16)
-    x = _rand(rng, (2, 3, 4, 5))
-    grid = rng.uniform(-3.5, 3.5, (2, 3, 6, 2)).astype(np.float32)
-    grid[0, 0, :, 0] = (np.arange(6) - 2.5) / 2.5  # x on (W = 5) half-pixel steps: ties for nearest
-    grid[0, 0, :, 1] = 0.0
+    x = _rand(rng, (2, 3, 4, 5) if dims == 2 else (2, 2, 3, 4, 5))
+    grid = rng.uniform(-3.5, 3.5, (2, 3, 6, 2) if dims == 2 else (2, 2, 3, 6, 3)).astype(np.float32)
+    grid[0, 0, ..., 0] = (np.arange(6) - 2.5) / 2.5  # x on (W = 5) half-pixel steps: ties for nearest
+    grid[0, 0, ..., 1:] = 0.0
     m = _graph_model([helper.make_node("GridSample", ["x", "g"], ["y"], mode=mode, padding_mode=padding_mode,
                                        align_corners=align_corners)],
                      {"x": (TensorProto.FLOAT, x), "g": (TensorProto.FLOAT, grid)}, ["y"],
-                     [helper.make_opsetid("", 16)])
+                     [helper.make_opsetid("", 20)])
     path = tmp_path / "gs.onnx"
     onnx.save(m, path)
-    ref = onnx_reference(path, {"x": x, "g": grid})
+    ref = ReferenceEvaluator(m).run(None, {"x": x, "g": grid})
     out, _ = compile_and_run(path, {"x": x, "g": grid}, tmp_path)
     assert out[0].shape == ref[0].shape
     np.testing.assert_allclose(out[0], ref[0], rtol=1e-5, atol=1e-5)

@@ -202,7 +202,7 @@ def rewrite_compress_and_scatter_minmax(model: Any,
             b.op("Gather", [src, b.const(picked.astype(np.int64), "int64")], node.output[0],
                  axis=0 if axis is None else int(axis))
         elif node.op_type == "GridSample":
-            if not _grid_sample_2d(b, node, a, shapes.get(node.input[0]), shapes.get(node.input[1])):
+            if not _grid_sample(b, node, a, shapes.get(node.input[0]), shapes.get(node.input[1])):
                 out.append(node)
                 continue
         elif node.op_type == "Resize":
@@ -278,25 +278,36 @@ def _resize_keeping_aspect(b: _Builder, node: Any, a: dict[str, Any], xs: tuple[
     return True
 
 
-def _grid_sample_2d(b: _Builder, node: Any, a: dict[str, Any], xs: tuple[int, ...] | None,
-                    gs: tuple[int, ...] | None) -> bool:
-    """GridSample of an N x C x H x W input in mode nearest or (bi)linear, each padding mode, as
-    the ONNX reference computes it: grid coordinates denormalised (align_corners or not), rounded
-    half to even for nearest (ONNX Round; torch-mlir's lowering rounds halves up), moved inside by
-    the padding mode, then each tap gathered from the flattened image at a clamped index (nothing
-    outside the input is read) and zeroed where padding 'zeros' puts it outside. False (node
-    kept) for other ranks, modes or shapes not known."""
+def _grid_sample(b: _Builder, node: Any, a: dict[str, Any], xs: tuple[int, ...] | None,
+                 gs: tuple[int, ...] | None) -> bool:
+    """GridSample of an N x C x H x W (or x D x H x W) input, mode nearest, linear or (2-D) cubic,
+    each padding mode, as the ONNX reference computes it: grid coordinates denormalised
+    (align_corners or not), rounded half to even for nearest (ONNX Round; torch-mlir's lowering
+    rounds halves up), moved inside by the padding mode, then each tap gathered from the
+    flattened image at a clamped index (nothing outside the input is read), zeroed where padding
+    'zeros' puts it outside, and weighted by the product of its per-axis coefficients (linear;
+    Keys' cubic with A = -0.75). False (node kept) for other ranks or modes, or unknown shapes."""
+    import itertools
+
     mode = a.get("mode", b"bilinear")
-    mode = mode.decode() if isinstance(mode, bytes) else mode
+    mode = {"bilinear": "linear", "bicubic": "cubic"}.get(mode.decode() if isinstance(mode, bytes) else mode,
+                                                         mode.decode() if isinstance(mode, bytes) else mode)
     pad = a.get("padding_mode", b"zeros")
     pad = pad.decode() if isinstance(pad, bytes) else pad
     align = bool(a.get("align_corners", 0))
-    if (xs is None or gs is None or len(xs) != 4 or len(gs) != 4 or gs[-1] != 2 or gs[0] != xs[0]
-            or mode not in ("nearest", "bilinear", "linear") or pad not in ("zeros", "border", "reflection")
-            or min(xs) <= 0 or (align and pad == "reflection" and min(xs[2:]) < 2)):
+    if xs is None or gs is None or len(xs) not in (4, 5) or len(gs) != len(xs):
         return False
-    n, c, h, w = xs
-    ho, wo = gs[1], gs[2]
+    nd = len(xs) - 2
+    dims = list(xs[2:])
+    if (gs[-1] != nd or gs[0] != xs[0] or mode not in ("nearest", "linear", "cubic") or (mode == "cubic" and nd != 2)
+            or pad not in ("zeros", "border", "reflection") or min(xs) <= 0 or min(gs) <= 0
+            or (align and pad == "reflection" and min(dims) < 2)):
+        return False
+    n, c = xs[0], xs[1]
+    out_sp = list(gs[1:-1])
+    pts = 1
+    for d in out_sp:
+        pts *= d
     f = b.const
 
     def select(cond: str, yes: str, no: str) -> str:
@@ -312,14 +323,17 @@ def _grid_sample_2d(b: _Builder, node: Any, a: dict[str, Any], xs: tuple[int, ..
         lo_r, hi_r = b.op("Add", [f(lo), r]), b.op("Sub", [f(hi), r])
         return select(below, select(even, lo_r, hi_r), select(above, select(even, hi_r, lo_r), v))
 
-    def coordinate(axis: int, d: int) -> str:
-        g = b.op("Gather", [node.input[1], f(axis, "int64")], axis=3)  # N x Ho x Wo
+    def bounds(d: int) -> tuple[float, float]:
+        return (0.0, d - 1.0) if align else (-0.5, d - 0.5)
+
+    def coordinate(component: int, d: int) -> str:
+        g = b.op("Gather", [node.input[1], f(component, "int64")], axis=nd + 1)  # N x out...
         one = b.op("Add", [g, f(1.0)])
         v = (b.op("Mul", [one, f((d - 1) / 2.0)]) if align
              else b.op("Div", [b.op("Sub", [b.op("Mul", [one, f(float(d))]), f(1.0)]), f(2.0)]))
         if mode == "nearest":
             v = b.op("Round", [v])
-        lo, hi = (0.0, d - 1.0) if align else (-0.5, d - 0.5)
+        lo, hi = bounds(d)
         if pad == "border":
             outside = b.op("Or", [b.op("Less", [v, f(lo)]), b.op("Greater", [v, f(hi)])])
             v = select(outside, b.op("Clip", [v, f(0.0), f(d - 1.0)]), v)
@@ -329,41 +343,68 @@ def _grid_sample_2d(b: _Builder, node: Any, a: dict[str, Any], xs: tuple[int, ..
 
     def tap(i: str, d: int) -> tuple[str, str | None]:
         """(index clamped into the axis, validity or None) of the integral coordinate ``i``."""
-        lo, hi = (0.0, d - 1.0) if align else (-0.5, d - 0.5)
         valid = None
         if pad == "zeros":
             valid = b.op("And", [b.op("GreaterOrEqual", [i, f(0.0)]), b.op("LessOrEqual", [i, f(d - 1.0)])])
         elif pad == "reflection":
-            i = b.op("Floor", [b.op("Max", [reflect(i, lo, hi), f(0.0)])])  # C's int() of a value >= -0.5
+            i = b.op("Floor", [b.op("Max", [reflect(i, *bounds(d)), f(0.0)])])  # C's int() of a value >= -0.5
         return b.op("Cast", [b.op("Clip", [i, f(0.0), f(d - 1.0)])], to=7), valid
 
-    flat = b.op("Reshape", [node.input[0], f([n, c, h * w], "int64")])
-    full = f([n, c, ho * wo], "int64")
+    def cubic(t: str) -> list[str]:
+        """Keys' coefficients (A = -0.75) of the taps at x0 - 1 .. x0 + 2, t = x - x0."""
+        al = -0.75
 
-    def gather(iy: str, ix: str) -> str:
-        (yi, yv), (xi, xv) = tap(iy, h), tap(ix, w)
-        idx = b.op("Add", [b.op("Mul", [yi, f(w, "int64")]), xi])  # N x Ho x Wo
-        idx = b.op("Expand", [b.op("Reshape", [idx, f([n, 1, ho * wo], "int64")]), full])
-        val = b.op("Reshape", [b.op("GatherElements", [flat, idx], axis=2), f([n, c, ho, wo], "int64")])
-        if yv is None:
+        def far(u: str) -> str:  # ((A u - 5A) u + 8A) u - 4A, for u in [1, 2]
+            return b.op("Sub", [b.op("Mul", [b.op("Add", [b.op("Mul", [b.op("Sub", [b.op("Mul", [u, f(al)]),
+                                                                                     f(5 * al)]), u]), f(8 * al)]),
+                                             u]), f(4 * al)])
+
+        def near(u: str) -> str:  # ((A + 2) u - (A + 3)) u^2 + 1, for u in [0, 1]
+            return b.op("Add", [b.op("Mul", [b.op("Sub", [b.op("Mul", [u, f(al + 2)]), f(al + 3)]),
+                                             b.op("Mul", [u, u])]), f(1.0)])
+
+        one_t = b.op("Sub", [f(1.0), t])
+        return [far(b.op("Add", [t, f(1.0)])), near(t), near(one_t), far(b.op("Add", [one_t, f(1.0)]))]
+
+    strides = [1] * nd
+    for k in range(nd - 2, -1, -1):
+        strides[k] = strides[k + 1] * dims[k + 1]
+    flat = b.op("Reshape", [node.input[0], f([n, c, strides[0] * dims[0]], "int64")])
+    full = f([n, c, pts], "int64")
+    unsq = f([1], "int64")
+
+    def gather(coords: list[str]) -> str:
+        idx, ok = None, None
+        for k, cv in enumerate(coords):
+            ik, vk = tap(cv, dims[k])
+            term = b.op("Mul", [ik, f(strides[k], "int64")]) if strides[k] != 1 else ik
+            idx = term if idx is None else b.op("Add", [idx, term])
+            if vk is not None:
+                ok = vk if ok is None else b.op("And", [ok, vk])
+        idx = b.op("Expand", [b.op("Reshape", [idx, f([n, 1, pts], "int64")]), full])
+        val = b.op("Reshape", [b.op("GatherElements", [flat, idx], axis=2), f([n, c, *out_sp], "int64")])
+        if ok is None:
             return val
-        ok = b.op("Unsqueeze", [b.op("And", [yv, xv]), f([1], "int64")])  # N x 1 x Ho x Wo
-        return select(ok, val, b.op("CastLike", [f(0.0), val]))
+        return select(b.op("Unsqueeze", [ok, unsq]), val, b.op("CastLike", [f(0.0), val]))
 
-    vx, vy = coordinate(0, w), coordinate(1, h)
+    coords = [coordinate(nd - 1 - k, dims[k]) for k in range(nd)]  # grid's last entry is x (W)
     if mode == "nearest":
-        b.op("Identity", [gather(vy, vx)], node.output[0])
+        b.op("Identity", [gather(coords)], node.output[0])
         return True
-    x0, y0 = b.op("Floor", [vx]), b.op("Floor", [vy])
-    x1, y1 = b.op("Add", [x0, f(1.0)]), b.op("Add", [y0, f(1.0)])
-    wx1, wy1 = b.op("Sub", [vx, x0]), b.op("Sub", [vy, y0])
-    wx0, wy0 = b.op("Sub", [f(1.0), wx1]), b.op("Sub", [f(1.0), wy1])
-
-    def weighted(yy: str, xx: str, wy: str, wx: str) -> str:
-        wgt = b.op("Unsqueeze", [b.op("Mul", [wy, wx]), f([1], "int64")])
-        return b.op("Mul", [gather(yy, xx), wgt])
-
-    top = b.op("Add", [weighted(y0, x0, wy0, wx0), weighted(y0, x1, wy0, wx1)])
-    bottom = b.op("Add", [weighted(y1, x0, wy1, wx0), weighted(y1, x1, wy1, wx1)])
-    b.op("Add", [top, bottom], node.output[0])
+    per_axis = []
+    for v in coords:
+        x0 = b.op("Floor", [v])
+        t = b.op("Sub", [v, x0])
+        if mode == "linear":
+            per_axis.append([(x0, b.op("Sub", [f(1.0), t])), (b.op("Add", [x0, f(1.0)]), t)])
+        else:
+            per_axis.append([(b.op("Add", [x0, f(float(j))]), w) for j, w in zip((-1, 0, 1, 2), cubic(t))])
+    total = None
+    for combo in itertools.product(*per_axis):
+        wgt = combo[0][1]
+        for _, w in combo[1:]:
+            wgt = b.op("Mul", [wgt, w])
+        term = b.op("Mul", [gather([cv for cv, _ in combo]), b.op("Unsqueeze", [wgt, unsq])])
+        total = term if total is None else b.op("Add", [total, term])
+    b.op("Identity", [total], node.output[0])
     return True
