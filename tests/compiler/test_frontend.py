@@ -330,13 +330,14 @@ def test_training_optimizers_match_the_onnx_reference(tmp_path: Path, op, attrs,
         assert o.shape == r.shape and rel_err(o, r) <= 1e-5
 
 
-def test_ml_binarizer_and_array_feature_extractor_match_onnxruntime(tmp_path: Path) -> None:
+@pytest.mark.parametrize("opset", [11, 17])  # 11: the model is upgraded first, then rewritten
+def test_ml_binarizer_and_array_feature_extractor_match_onnxruntime(tmp_path: Path, opset: int) -> None:
     x = _rand(np.random.default_rng(12), (3, 4, 5))
     idx = np.array([4, 0, 4, 2], np.int64)
     m = _graph_model([helper.make_node("Binarizer", ["x"], ["b"], domain="ai.onnx.ml", threshold=0.25),
                       helper.make_node("ArrayFeatureExtractor", ["x", "i"], ["f"], domain="ai.onnx.ml")],
                      {"x": (TensorProto.FLOAT, x), "i": (TensorProto.INT64, idx)}, ["b", "f"],
-                     [helper.make_opsetid("ai.onnx.ml", 1), helper.make_opsetid("", 17)])
+                     [helper.make_opsetid("ai.onnx.ml", 1), helper.make_opsetid("", opset)])
     path = tmp_path / "ml.onnx"
     onnx.save(m, path)
     ref = onnx_reference(path, {"x": x, "i": idx})

@@ -28,6 +28,8 @@ __all__ = ["rewrite_compress_and_scatter_minmax", "rewrite_ml_and_training_nodes
 
 _TRAINING = "ai.onnx.preview.training"
 _ML = "ai.onnx.ml"
+#: Floating-point element types (f16, f32, f64, bf16)
+_FLOATS = (10, 1, 11, 16)
 #: Largest one-hot (indices x axis length elements) a ScatterElements min / max is spread over
 _MAX_ONE_HOT = 1 << 24
 
@@ -56,6 +58,22 @@ class _Builder:
         out = output or self.name()
         self.nodes.append(helper.make_node(op_type, inputs, [out], **attrs))
         return out
+
+
+def _elem_types(model: Any) -> dict[str, int]:
+    """Element type (TensorProto enum) of each value whose type is declared or inferable."""
+    import onnx
+
+    g = model.graph
+    out = {t.name: int(t.data_type) for t in g.initializer}
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model).graph
+    except Exception:  # noqa: BLE001 - declared types only
+        inferred = g
+    for vi in [*inferred.input, *inferred.value_info, *inferred.output]:
+        if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:
+            out.setdefault(vi.name, int(vi.type.tensor_type.elem_type))
+    return out
 
 
 def _attrs(node: Any) -> dict[str, Any]:
@@ -116,6 +134,8 @@ def rewrite_ml_and_training_nodes(model: Any, target_opset: int) -> bool:
     g = model.graph
     if not any(n.domain in (_TRAINING, _ML) for n in g.node):
         return False
+    types = _elem_types(model)
+    f32 = 1  # TensorProto.FLOAT: the formulas' constants are f32
     out, done = [], False
     for k, node in enumerate(g.node):
         b = _Builder(g, f"{node.output[0] if node.output else node.op_type}__nr{k}")
@@ -128,15 +148,20 @@ def rewrite_ml_and_training_nodes(model: Any, target_opset: int) -> bool:
                 out.append(node)
                 continue
             r, t = ins[0], ins[1]
+            if any(types.get(v) != f32 for v in [r, *ins[2:]]):
+                out.append(node)  # f64 or f16 optimizer state: left to torch-mlir (which refuses it)
+                continue
             for i in range(n):
                 fn(b, a, r, t, *[ins[2 + j * n + i] for j in range(per)],
                    tuple(node.output[j * n + i] for j in range(per - 1)))
         elif node.domain == _ML and node.op_type == "Binarizer":
-            thr = b.const(a.get("threshold", 0.0))
-            # compared in X's type: the threshold cast to it
-            b.op("Where", [b.op("Greater", [node.input[0], b.op("CastLike", [thr, node.input[0]])]),
-                           b.op("CastLike", [b.const(1.0), node.input[0]]),
-                           b.op("CastLike", [b.const(0.0), node.input[0]])], node.output[0])
+            et = types.get(node.input[0])
+            if et is None:
+                out.append(node)
+                continue
+            # compared in X's type, the result 0 / 1 in X's type
+            thr = b.const(a.get("threshold", 0.0), helper.tensor_dtype_to_np_dtype(et))
+            b.op("Cast", [b.op("Greater", [node.input[0], thr])], node.output[0], to=et)
         elif node.domain == _ML and node.op_type == "ArrayFeatureExtractor":
             b.op("Gather", [node.input[0], node.input[1]], node.output[0], axis=-1)
         else:
@@ -171,6 +196,7 @@ def rewrite_compress_and_scatter_minmax(model: Any,
         return
     inits = {t.name: t for t in g.initializer}
     shapes = infer(model) or {}
+    types = _elem_types(model)
     out = []
     for k, node in enumerate(g.node):
         if node not in todo:
@@ -202,7 +228,8 @@ def rewrite_compress_and_scatter_minmax(model: Any,
             b.op("Gather", [src, b.const(picked.astype(np.int64), "int64")], node.output[0],
                  axis=0 if axis is None else int(axis))
         elif node.op_type == "GridSample":
-            if not _grid_sample(b, node, a, shapes.get(node.input[0]), shapes.get(node.input[1])):
+            if (types.get(node.input[0]) != 1 or types.get(node.input[1]) != 1
+                    or not _grid_sample(b, node, a, shapes.get(node.input[0]), shapes.get(node.input[1]))):
                 out.append(node)
                 continue
         elif node.op_type == "Resize":
@@ -211,7 +238,8 @@ def rewrite_compress_and_scatter_minmax(model: Any,
                 continue
         else:
             ds, ids = shapes.get(node.input[0]), shapes.get(node.input[1])
-            if ds is None or ids is None or len(ds) != len(ids) or not len(ds):
+            if (ds is None or ids is None or len(ds) != len(ids) or not len(ds)
+                    or types.get(node.input[0]) not in _FLOATS):  # +-inf is the neutral value
                 out.append(node)
                 continue
             rank = len(ds)

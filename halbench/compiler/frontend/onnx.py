@@ -52,7 +52,6 @@ def prepare_model(model: Any, input_shapes: dict[str, tuple[int, ...]],
         rewrite_ml_and_training_nodes,
     )
 
-    rewrite_ml_and_training_nodes(model, TARGET_OPSET)
     opset = _default_opset(model)
     if opset and opset < MIN_OPSET:
         try:
@@ -62,6 +61,8 @@ def prepare_model(model: Any, input_shapes: dict[str, tuple[int, ...]],
                                f"{str(e).splitlines()[0]}") from None
         if notes is not None:
             notes.append(f"the model's opset {opset} was upgraded to {TARGET_OPSET} with onnx.version_converter")
+    # after the upgrade: the nodes written in place of ML and training ops are of TARGET_OPSET
+    rewrite_ml_and_training_nodes(model, TARGET_OPSET)
     g = model.graph
     _constants_to_initializers(g)
     if input_values:
