@@ -440,3 +440,56 @@ def test_gelu_tanh_uses_the_exact_constant(tmp_path: Path) -> None:
     ref = onnx_reference(path, {"x": x})
     out, _ = compile_and_run(path, {"x": x}, tmp_path)
     np.testing.assert_allclose(out[0], ref[0], rtol=2e-4, atol=1e-7)
+
+
+@pytest.mark.parametrize("op,direction,attrs,extras", [
+    ("LSTM", "bidirectional", {}, ("B", "lens", "h0", "c0", "P")),  # peepholes, lengths 5 and 2
+    ("LSTM", "reverse", {}, ("lens",)),
+    ("GRU", "bidirectional", {"linear_before_reset": 1}, ("B", "lens", "h0")),
+    ("GRU", "reverse", {}, ("B",)),
+    ("RNN", "bidirectional", {}, ("B", "lens")),
+])
+def test_recurrent_nodes_unrolled_match_onnxruntime(tmp_path: Path, op, direction, attrs, extras) -> None:
+    """RNN / GRU / LSTM unrolled over their time steps (torch-mlir lowers only the forward
+    direction, to a loop, and drops LSTM's peepholes), sequence lengths read at run time."""
+    gates = {"RNN": 1, "GRU": 3, "LSTM": 4}[op]
+    d, t, bsz, i, h = (2 if direction == "bidirectional" else 1), 5, 2, 3, 4
+    rng = np.random.default_rng(17)
+    feeds = {"X": _rand(rng, (t, bsz, i)), "W": _rand(rng, (d, gates * h, i)), "R": _rand(rng, (d, gates * h, h))}
+    optional = {"B": _rand(rng, (d, 2 * gates * h)), "lens": np.array([5, 2], np.int32),
+                "h0": _rand(rng, (d, bsz, h)), "c0": _rand(rng, (d, bsz, h)), "P": _rand(rng, (d, 3 * h))}
+    names = ["X", "W", "R", "B", "lens", "h0", "c0", "P"][:3 + max(["B", "lens", "h0", "c0", "P"].index(e) + 1
+                                                               for e in extras)]
+    ins = [n if n in feeds or n in extras else "" for n in names]
+    feeds.update({n: optional[n] for n in extras})
+    outs = ["Y", "Yh"] + (["Yc"] if op == "LSTM" else [])
+    m = _graph_model([helper.make_node(op, ins, outs, hidden_size=h, direction=direction, **attrs)],
+                     {n: (TensorProto.INT32 if n == "lens" else TensorProto.FLOAT, a) for n, a in feeds.items()},
+                     outs, [helper.make_opsetid("", 17)])
+    path = tmp_path / "rec.onnx"
+    onnx.save(m, path)
+    ref = onnx_reference(path, feeds)
+    out, _ = compile_and_run(path, feeds, tmp_path)
+    assert len(out) == len(ref)
+    for o, r in zip(out, ref):
+        assert o.shape == r.shape
+        np.testing.assert_allclose(o, r, rtol=1e-5, atol=1e-6)
+
+
+def test_lstm_batch_first_layout_matches_the_onnx_reference(tmp_path: Path) -> None:
+    from onnx.reference import ReferenceEvaluator
+
+    rng = np.random.default_rng(18)
+    feeds = {"X": _rand(rng, (2, 4, 3)), "W": _rand(rng, (2, 16, 3)), "R": _rand(rng, (2, 16, 4)),
+             "h0": _rand(rng, (2, 2, 4))}
+    m = _graph_model([helper.make_node("LSTM", ["X", "W", "R", "", "", "h0"], ["Y", "Yh", "Yc"], hidden_size=4,
+                                       direction="bidirectional", layout=1)],
+                     {n: (TensorProto.FLOAT, a) for n, a in feeds.items()}, ["Y", "Yh", "Yc"],
+                     [helper.make_opsetid("", 17)])
+    ref = ReferenceEvaluator(m).run(None, feeds)
+    path = tmp_path / "lstm.onnx"
+    onnx.save(m, path)
+    out, _ = compile_and_run(path, feeds, tmp_path)
+    for o, r in zip(out, ref):
+        assert o.shape == r.shape
+        np.testing.assert_allclose(o, r, rtol=1e-5, atol=1e-6)

@@ -1,24 +1,35 @@
-"""ONNX nodes torch-mlir cannot lower, written as the standard ops they are equivalent to.
+"""ONNX nodes torch-mlir cannot lower (or lowers wrongly), written as the standard ops they equal.
 
-Each rewrite replaces a node by a few default-domain nodes with the same outputs, before the
-model reaches torch-mlir:
+Each rewrite replaces a node by default-domain nodes with the same outputs, before the model
+reaches torch-mlir. Without shapes (``rewrite_ml_and_training_nodes``, after the opset upgrade):
 
 * the optimizers of ``ai.onnx.preview.training`` (Adagrad, Adam, Momentum in both modes), one
   element-wise chain per optimized tensor, the formulas of the operator specification;
 * Gelu with ``approximate='tanh'`` as its formula (torch-mlir's lowering multiplies by 0.797724
   where sqrt(2 / pi) is 0.7978846: 2e-4 off, and 1e-3 relative in the tail);
 * ``ai.onnx.ml`` Binarizer (``X > threshold`` as 0 / 1 of X's type) and ArrayFeatureExtractor
-  (a Gather along the last axis);
+  (a Gather along the last axis).
+
+With the static shapes of ONNX shape inference (``rewrite_compress_and_scatter_minmax``):
+
 * Compress with a constant condition (frozen, as conformance and ``--freeze-input`` do): a
   Gather of the selected indices, the input flattened first where no axis is given;
 * ScatterElements with reduction ``max`` / ``min``: the updates spread over a one-hot of their
   indices (the reduction's neutral value elsewhere), reduced along the scatter axis, padded to
   the data's shape and combined with the data by Max / Min;
 * Resize to constant sizes under a keep_aspect_ratio_policy: a Resize by the one scale the
-  policy picks, where that gives the policy's output size.
+  policy picks, where that gives the policy's output size;
+* GridSample (4-D and 5-D; nearest, linear, and cubic on 4-D; every padding mode) as gathers from
+  the flattened image at clamped indices: torch-mlir's lowering rounds nearest halves up, reads
+  outside the image under padding 'zeros', and has no border or reflection padding, no cubic
+  mode and no 5-D input;
+* RNN, GRU and LSTM (default activations) unrolled over their time steps, each direction, with
+  sequence lengths read at run time: torch-mlir lowers only the forward direction (to a loop)
+  and drops LSTM's peepholes.
 
-A node a rewrite cannot take (shapes unknown, a condition known only at run time, a one-hot too
-large) is left as it is, and torch-mlir's refusal names it as before.
+A node a rewrite cannot take (shapes or types it does not fit, a condition known only at run
+time, a one-hot too large, too many steps) is left as it is, and torch-mlir's lowering or refusal
+applies as before.
 """
 
 from __future__ import annotations
@@ -212,7 +223,7 @@ def rewrite_compress_and_scatter_minmax(model: Any,
         n.op_type == "Compress"
         or (n.op_type == "ScatterElements" and _attrs(n).get("reduction", b"none") in (b"max", b"min"))
         or (n.op_type == "Resize" and _attrs(n).get("keep_aspect_ratio_policy", b"stretch") != b"stretch")
-        or n.op_type == "GridSample")]
+        or n.op_type == "GridSample" or n.op_type in ("RNN", "GRU", "LSTM"))]
     if not todo:
         return
     inits = {t.name: t for t in g.initializer}
@@ -248,6 +259,11 @@ def rewrite_compress_and_scatter_minmax(model: Any,
                 src = b.op("Reshape", [src, b.const([-1], "int64")])
             b.op("Gather", [src, b.const(picked.astype(np.int64), "int64")], node.output[0],
                  axis=0 if axis is None else int(axis))
+        elif node.op_type in ("RNN", "GRU", "LSTM"):
+            floats = [v for k, v in enumerate(node.input) if v and k != 4]  # all but sequence_lens
+            if any(types.get(v) not in (None, 1) for v in floats) or not _recurrent(b, node, a, shapes):
+                out.append(node)
+                continue
         elif node.op_type == "GridSample":
             if (types.get(node.input[0]) != 1 or types.get(node.input[1]) != 1
                     or not _grid_sample(b, node, a, shapes.get(node.input[0]), shapes.get(node.input[1]))):
@@ -456,4 +472,122 @@ def _grid_sample(b: _Builder, node: Any, a: dict[str, Any], xs: tuple[int, ...] 
         term = b.op("Mul", [gather([cv for cv, _ in combo]), b.op("Unsqueeze", [wgt, unsq])])
         total = term if total is None else b.op("Add", [total, term])
     b.op("Identity", [total], node.output[0])
+    return True
+
+
+#: Most time steps (times directions) a recurrent node is unrolled into
+_MAX_STEPS = 256
+
+
+def _recurrent(b: _Builder, node: Any, a: dict[str, Any], shapes: dict[str, tuple[int, ...]]) -> bool:
+    """RNN, GRU and LSTM with the default activations, unrolled over their (static) time steps:
+    forward, reverse or bidirectional, either layout, LSTM peepholes, GRU's linear_before_reset,
+    sequence_lens read at run time (a step past a sequence's length leaves its state and writes
+    zeros). torch-mlir lowers only the forward direction (to a loop) and drops the peepholes.
+    False (node kept) for custom activations, clip, input_forget, or unknown shapes."""
+    op = node.op_type
+    gates = {"RNN": 1, "GRU": 3, "LSTM": 4}[op]
+    ins = list(node.input) + [""] * (8 - len(node.input))
+    xs, ws = shapes.get(ins[0]), shapes.get(ins[1])
+    if (xs is None or ws is None or len(xs) != 3 or len(ws) != 3 or "activations" in a or "clip" in a
+            or a.get("input_forget", 0) or any(k in a for k in ("activation_alpha", "activation_beta"))):
+        return False
+    layout = int(a.get("layout", 0))
+    steps, batch = (xs[1], xs[0]) if layout else (xs[0], xs[1])
+    direction = a.get("direction", b"forward")
+    direction = direction.decode() if isinstance(direction, bytes) else direction
+    dirs = {"forward": [False], "reverse": [True], "bidirectional": [False, True]}.get(direction)
+    hidden = int(a.get("hidden_size", ws[1] // gates))
+    if dirs is None or ws[0] != len(dirs) or ws[1] != gates * hidden or steps * len(dirs) > _MAX_STEPS:
+        return False
+    f = b.const
+    i64 = "int64"
+
+    def take(src: str, d: int) -> str:  # one direction's slice of a [D, ...] operand
+        return b.op("Gather", [src, f(d, i64)], axis=0)
+
+    def cols(v: str, k: int) -> str:  # gate k's columns of a [B, gates * H] value
+        return b.op("Slice", [v, f([k * hidden], i64), f([(k + 1) * hidden], i64), f([-1], i64)])
+
+    x = b.op("Transpose", [ins[0]], perm=[1, 0, 2]) if layout else ins[0]  # T x B x I
+    lens = None
+    if ins[4]:
+        lens = b.op("Unsqueeze", [b.op("Cast", [ins[4]], to=7), f([1], i64)])  # B x 1
+    outs_y, outs_h, outs_c = [], [], []
+    for d, backwards in enumerate(dirs):
+        wt = b.op("Transpose", [take(ins[1], d)], perm=[1, 0])  # I x gates*H
+        rt = b.op("Transpose", [take(ins[2], d)], perm=[1, 0])  # H x gates*H
+        xw = b.op("MatMul", [x, wt])  # T x B x gates*H
+        wb = rb = None
+        if ins[3]:
+            bias = take(ins[3], d)
+            wb = b.op("Slice", [bias, f([0], i64), f([gates * hidden], i64), f([0], i64)])
+            rb = b.op("Slice", [bias, f([gates * hidden], i64), f([2 * gates * hidden], i64), f([0], i64)])
+            xw = b.op("Add", [xw, wb])
+        def init(k: int, d: int = d) -> str:  # direction d's initial state, B x H
+            return b.op("Squeeze", [b.op("Gather", [ins[k], f([d], i64)], axis=1 if layout else 0),
+                                    f([1 if layout else 0], i64)])
+
+        h = init(5) if ins[5] else b.op("Expand", [f(0.0), f([batch, hidden], i64)])
+        c = None
+        if op == "LSTM":
+            c = init(6) if ins[6] else b.op("Expand", [f(0.0), f([batch, hidden], i64)])
+            if ins[7]:
+                p = take(ins[7], d)
+                pi, po, pf = (b.op("Slice", [p, f([k * hidden], i64), f([(k + 1) * hidden], i64), f([0], i64)])
+                              for k in range(3))
+        ys: list[str | None] = [None] * steps
+        for t in (range(steps - 1, -1, -1) if backwards else range(steps)):
+            xt = b.op("Gather", [xw, f(t, i64)], axis=0)  # B x gates*H
+            if op == "RNN":
+                pre = b.op("Add", [xt, b.op("MatMul", [h, rt])])
+                new_h = b.op("Tanh", [b.op("Add", [pre, rb]) if rb else pre])
+                new_c = None
+            elif op == "GRU":
+                hr = b.op("MatMul", [h, rt])
+                if rb:
+                    hr = b.op("Add", [hr, rb])
+                z = b.op("Sigmoid", [b.op("Add", [cols(xt, 0), cols(hr, 0)])])
+                r = b.op("Sigmoid", [b.op("Add", [cols(xt, 1), cols(hr, 1)])])
+                if a.get("linear_before_reset", 0):
+                    cand = b.op("Add", [cols(xt, 2), b.op("Mul", [r, cols(hr, 2)])])
+                else:
+                    rh = b.op("MatMul", [b.op("Mul", [r, h]), cols(rt, 2)])
+                    cand = b.op("Add", [cols(xt, 2), b.op("Add", [rh, cols(rb, 2)]) if rb else rh])
+                cand = b.op("Tanh", [cand])
+                new_h = b.op("Add", [b.op("Mul", [b.op("Sub", [f(1.0), z]), cand]), b.op("Mul", [z, h])])
+                new_c = None
+            else:  # LSTM, gates i, o, f, c
+                pre = b.op("Add", [xt, b.op("MatMul", [h, rt])])
+                if rb:
+                    pre = b.op("Add", [pre, rb])
+                gi, go, gf, gc = (cols(pre, k) for k in range(4))
+                if ins[7]:
+                    gi, gf = b.op("Add", [gi, b.op("Mul", [pi, c])]), b.op("Add", [gf, b.op("Mul", [pf, c])])
+                new_c = b.op("Add", [b.op("Mul", [b.op("Sigmoid", [gf]), c]),
+                                     b.op("Mul", [b.op("Sigmoid", [gi]), b.op("Tanh", [gc])])])
+                if ins[7]:
+                    go = b.op("Add", [go, b.op("Mul", [po, new_c])])
+                new_h = b.op("Mul", [b.op("Sigmoid", [go]), b.op("Tanh", [new_c])])
+            if lens is not None:  # past a sequence's end: the state stays, the output is zero
+                live = b.op("Less", [f(t, i64), lens])
+                ys[t] = b.op("Where", [live, new_h, f(0.0)])
+                new_h = b.op("Where", [live, new_h, h])
+                if new_c is not None:
+                    new_c = b.op("Where", [live, new_c, c])
+            else:
+                ys[t] = new_h
+            h, c = new_h, new_c
+        outs_y.append(b.op("Concat", [b.op("Unsqueeze", [y, f([0], i64)]) for y in ys], axis=0))  # T x B x H
+        outs_h.append(h)
+        outs_c.append(c)
+    want = list(node.output) + [""] * (3 - len(node.output))
+    if want[0]:
+        y = b.op("Concat", [b.op("Unsqueeze", [v, f([1], i64)]) for v in outs_y], axis=1)  # T x D x B x H
+        b.op("Transpose", [y], want[0], perm=[2, 0, 1, 3]) if layout else b.op("Identity", [y], want[0])
+    for name, vals in ((want[1], outs_h), (want[2] if op == "LSTM" else "", outs_c)):
+        if name:
+            s = b.op("Concat", [b.op("Unsqueeze", [v, f([1 if layout else 0], i64)]) for v in vals],
+                     axis=1 if layout else 0)  # D x B x H, or B x D x H
+            b.op("Identity", [s], name)
     return True
