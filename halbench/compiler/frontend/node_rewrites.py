@@ -167,7 +167,8 @@ def rewrite_ml_and_training_nodes(model: Any, target_opset: int) -> bool:
                 out.append(node)
                 continue
             r, t = ins[0], ins[1]
-            if any(types.get(v) != f32 for v in [r, *ins[2:]]):
+            required = ("alpha", "beta", "norm_coefficient") if node.op_type == "Momentum" else ()
+            if any(types.get(v) != f32 for v in [r, *ins[2:]]) or any(k not in a for k in required):
                 out.append(node)  # f64 or f16 optimizer state: left to torch-mlir (which refuses it)
                 continue
             for i in range(n):
