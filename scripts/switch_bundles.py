@@ -12,6 +12,7 @@ BDA unless the tag says otherwise) in this process, with the switch set before a
   desc       the Vulkan descriptor ABI instead of BDA
   nohoist    passes/hoist_branches.py off (a residual's shallow branch left where the exporter put it)
   nolevels   passes/schedule_levels.py off (dispatches in the exporter's order: a barrier between branches)
+  dwfuse     passes/fuse_depthwise.py on (a depthwise convolution computed inside the 1x1 one reading it)
 and ``--same-configs`` gives CUDA the Vulkan tuning cache's configuration for every GEMM, so a
 dispatch runs the same tiles on both APIs (the thirteenth session's attribution of the ResNet-50
 gap to cp.async: docs/examples/h200-vulkan-gap.txt).
@@ -34,7 +35,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-TAGS = ("A", "nosplit4", "noak", "nost4", "noasync", "desc", "nohoist", "nolevels")
+TAGS = ("A", "nosplit4", "noak", "nost4", "noasync", "desc", "nohoist", "nolevels", "dwfuse")
 MODELS = ("mobilenetv2", "resnet50", "minilm-l6")  # the default; any zoo model name is taken
 TRACKED_CACHE = Path(__file__).resolve().parent.parent / "docs" / "examples" / "h100-tuning"
 
@@ -62,6 +63,7 @@ def compile_tag(out: Path, tag: str, models: list[str], batches: list[int]) -> N
 
     devs: tuple[str, ...] = ("cuda", "vulkan")
     abi = "bda"
+    fuse_dw = False
     if tag == "nosplit4":
         kernels.GEMM_SPLIT4 = False
     elif tag == "noak":
@@ -81,6 +83,8 @@ def compile_tag(out: Path, tag: str, models: list[str], batches: list[int]) -> N
         from halbench.compiler.passes import schedule_levels
 
         schedule_levels.ENABLED = False
+    elif tag == "dwfuse":
+        fuse_dw = True
     elif tag != "A":
         sys.exit(f"unknown tag {tag!r}; use one of {', '.join(TAGS)}")
     tmp = Path(tempfile.mkdtemp(prefix="halbench-switch-"))
@@ -91,7 +95,8 @@ def compile_tag(out: Path, tag: str, models: list[str], batches: list[int]) -> N
             onnx.save(zoo.build(model, **kw), src)
             opts = CompileOptions(target_devices=devs, weights="random", precision="fp32",
                                   targets={d: "h100" for d in devs},
-                                  backend_options={"vulkan-dispatch-abi": abi, "cuda-formats": "cubin"})
+                                  backend_options={"vulkan-dispatch-abi": abi, "cuda-formats": "cubin"},
+                                  fuse_depthwise=fuse_dw)
             dest = out / f"{model}-b{b}-{tag}.hbx"
             compile_model(src, opts).write(dest)
             print(f"{dest.name}: {dest.stat().st_size / 1e6:.1f} MB", flush=True)

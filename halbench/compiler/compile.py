@@ -101,6 +101,10 @@ class CompileOptions:
     #: large enough to gain), ``on`` (every one that qualifies), ``off``. None: $HALBENCH_WINOGRAD,
     #: else ``auto``.
     winograd: str | None = None
+    #: A depthwise convolution computed inside the 1x1 convolution that reads it (passes/
+    #: fuse_depthwise.py; fp32 only). Measured slower on the H200 (MobileNetV2 1.3-2x), so off
+    #: by default. None: off, unless $HALBENCH_FUSE_DEPTHWISE=1.
+    fuse_depthwise: bool | None = None
 
     def __post_init__(self) -> None:
         if self.fuse_attention is None:
@@ -110,6 +114,8 @@ class CompileOptions:
         if self.convert_weights is None:
             object.__setattr__(self, "convert_weights",
                                os.environ.get("HALBENCH_NO_CONVERT_WEIGHTS", "") in ("", "0"))
+        if self.fuse_depthwise is None:
+            object.__setattr__(self, "fuse_depthwise", os.environ.get("HALBENCH_FUSE_DEPTHWISE", "") == "1")
         if self.winograd is None:
             object.__setattr__(self, "winograd", os.environ.get("HALBENCH_WINOGRAD", "") or "auto")
         from halbench.compiler.passes.winograd import MODES as _WINOGRAD_MODES
@@ -171,6 +177,7 @@ class CompileOptions:
                 **({"merge_gemms": False} if not self.merge_gemms else {}),
                 **({"convert_weights": False} if not self.convert_weights else {}),
                 **({"winograd": self.winograd} if self.winograd != "auto" else {}),
+                **({"fuse_depthwise": True} if self.fuse_depthwise else {}),
                 **({"input_values": {k: {"dtype": dt, "shape": list(sh), "values": list(vals)}
                                      for k, dt, sh, vals in self.input_values}} if self.input_values else {})}
 
@@ -296,7 +303,7 @@ def compile_graph(graph: Graph, options: CompileOptions, source: Mapping[str, An
     g = run_pipeline(graph, options.dump_after, timings=pass_times,
                      fuse_attention_blocks=bool(options.fuse_attention) and options.precision == "fp32",
                      merge_sibling_gemms=bool(options.merge_gemms), winograd_mode=str(options.winograd),
-                     precision=options.precision)
+                     precision=options.precision, fuse_depthwise_convs=bool(options.fuse_depthwise))
     timings["passes"] = time.perf_counter() - t0
     notes = _mark_precision(g, options)
     if options.convert_weights and options.precision in CONVERTED + ROUNDED:

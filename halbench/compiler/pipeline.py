@@ -15,6 +15,7 @@ from halbench.compiler.passes.fold_constants import fold_constants
 from halbench.compiler.passes.fold_reshapes import fold_reshapes
 from halbench.compiler.passes.form_dispatches import form_dispatches
 from halbench.compiler.passes.fuse_attention import fuse_attention
+from halbench.compiler.passes.fuse_depthwise import fuse_depthwise
 from halbench.compiler.passes.fuse_elementwise import fuse_elementwise
 from halbench.compiler.passes.fuse_pad import fuse_pad
 from halbench.compiler.passes.fuse_rows import fuse_rows
@@ -33,19 +34,20 @@ PASSES = ("parse", "inline_constants", "canonicalize", "fold_constants", "share_
           "fold_reshapes", "fuse_pad", "winograd",
           "fuse_elementwise", "merge_gemms", "hoist_branches", "form_dispatches", "recognize_patterns",
           "fuse_rows",
-          "fuse_attention", "schedule_levels",
+          "fuse_attention", "fuse_depthwise", "schedule_levels",
           "assign_buffers", "cost")
 
 
 def run_pipeline(graph: Graph, dump_after: str | None = None, out: TextIO | None = None,
                  timings: dict[str, float] | None = None, fuse_attention_blocks: bool = True,
                  merge_sibling_gemms: bool = True, winograd_mode: str = "auto",
-                 precision: str = "fp32") -> Graph:
+                 precision: str = "fp32", fuse_depthwise_convs: bool = False) -> Graph:
     """Run every pass in order; ``dump_after`` prints the IR after that pass (or ``all``).
     ``fuse_attention_blocks=False`` leaves attention blocks as separate dispatches, and
     ``merge_sibling_gemms=False`` sibling GEMMs (Q, K, V) as one dispatch each (A/B runs);
     ``winograd_mode``: which 3x3 convolutions become Winograd F(2x2, 3x3) (passes/winograd.py;
-    ``auto`` decides by the compile's ``precision``)."""
+    ``auto`` decides by the compile's ``precision``); ``fuse_depthwise_convs=True`` computes a
+    depthwise convolution inside the 1x1 convolution that reads it (passes/fuse_depthwise.py)."""
     if dump_after and dump_after != "all" and dump_after not in PASSES:
         raise UserError(f"unknown pass '{dump_after}' for --dump-after; passes: {', '.join(PASSES)}, all")
     out = out or sys.stdout
@@ -77,6 +79,7 @@ def run_pipeline(graph: Graph, dump_after: str | None = None, out: TextIO | None
     g = step("recognize_patterns", recognize_patterns, g)  # softmax / layer norm groups, for GPU kernels
     g = step("fuse_rows", fuse_rows, g)                    # each tagged group: one row dispatch
     g = step("fuse_attention", lambda x: fuse_attention(x, fuse_attention_blocks), g)  # Q·Kᵀ..·V: one dispatch
+    g = step("fuse_depthwise", lambda x: fuse_depthwise(x, fuse_depthwise_convs, precision), g)  # dw 3x3 -> 1x1: one GEMM
     g = step("schedule_levels", schedule_levels, g)        # independent dispatches between the same barriers
     g = step("assign_buffers", assign_buffers, g)          # liveness-packed transient arena
     g = step("cost", cost, g)                              # flops / bytes for rooflines

@@ -38,6 +38,12 @@ def print_op(op: Op, g: Graph, indent: str = "  ") -> list[str]:
     a = op.attrs
     if op.kind == "dispatch":
         lines = [f"{indent}{outs} = dispatch[{a['name']}]({ins})"]
+        if a.get("prologue") is not None:  # passes/fuse_depthwise.py
+            pro = a["prologue"]
+            lines += [f"{indent}    prologue ({pro['value']}, computed where it is read):"]
+            lines += print_op(pro["root"], g, indent + "    ")
+            if pro["epilogue"] is not None:
+                lines += print_op(pro["epilogue"], g, indent + "    ")
         lines += print_op(a["root"], g, indent + "    ")
         if a["epilogue"] is not None:
             lines += [f"{indent}    epilogue:"] + print_op(a["epilogue"], g, indent + "    ")

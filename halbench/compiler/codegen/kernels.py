@@ -73,6 +73,9 @@ class Dispatch:
     inputs: list[str]
     outputs: list[str]
     name: str
+    #: a depthwise convolution computed inside this GEMM (passes/fuse_depthwise.py): root,
+    #: epilogue and the value it stands for, which is no binding of the dispatch
+    prologue: dict[str, Any] | None = None
 
     @property
     def values(self) -> list[str]:
@@ -87,7 +90,7 @@ def as_dispatch(d: Any) -> Dispatch:
     if getattr(d, "kind", None) == "dispatch" or "root" in attrs:
         root = attrs["root"]
         return Dispatch(root, attrs.get("epilogue"), list(d.inputs), list(d.outputs),
-                        str(attrs.get("name", root.kind)))
+                        str(attrs.get("name", root.kind)), attrs.get("prologue"))
     return Dispatch(d, None, list(dict.fromkeys(d.inputs)), list(d.outputs), d.kind)
 
 
@@ -129,8 +132,16 @@ class _Ctx:
         self.d, self.g, self.L = d, g, lang
         self.types = [g.types[v] for v in d.values]
         self.n_in = len(d.inputs)
+        #: a fused prologue's value (no binding: computed where it is read) under an index past
+        #: the bindings, so that its shape and type read as a binding's; nothing may load it
+        self.virtual: dict[str, int] = {}
+        if d.prologue is not None:
+            self.virtual[d.prologue["value"]] = len(self.types)
+            self.types.append(g.types[d.prologue["value"]])
 
     def b(self, value: str, output: bool = False) -> int:
+        if not output and value in self.virtual:
+            return self.virtual[value]
         vals = self.d.values
         if output:
             return self.n_in + self.d.outputs.index(value)
@@ -733,6 +744,7 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
     b_run: tuple[str, int] | None = None  # (offset of B[k][n], run length along n) of a 1x1 conv
     im2col: dict[str, Any] | None = None  # an NCHW conv's B loads, split in pixel and tap parts
     portable: dict[str, Any] | None = None  # the same split for the register-staged GEMM (_portable_im2col)
+    dw_ctx: dict[str, Any] | None = None  # B computed by a fused depthwise convolution (gemm.j2 DW)
     if op.kind in ("matmul", "batch_matmul"):
         sa, sb = c.shape(ia), c.shape(ib)
         batch = out_shape[0] if op.kind == "batch_matmul" else 1
@@ -835,6 +847,13 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
                     "b": {"kind": "im2col", "buf": f"B{ia}", "pix": pix, "tap": tap, "n": n, "vec": one, "ktab": ktab,
                           "off": f"(n / {oh * ow}) * {g * cin * oh * ow}{g_off} + k * {oh * ow} + n % {oh * ow}",
                           "dtype": c.dtype(ia)}}
+            if c.d.prologue is not None:
+                # B is a fused depthwise convolution's result (passes/fuse_depthwise.py): each
+                # element computed as it is staged, through registers (no copy can compute it)
+                dw_ctx = _dw_prologue(c, c.d.prologue, oh, ow)
+                load_b = "hb_dw_not_staged_here"  # only gemm.j2's register staging (DW) computes it
+                im2col = portable = b_run = None
+                srcs = {}
         else:  # nhwc_hwcf / nhwc_fhwc: M = pixels, N = F
             nb, h, w, cin = xs
             if layout == "nhwc_hwcf":
@@ -864,11 +883,15 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
                           "vec": layout == "nhwc_hwcf" and f % 4 == 0, "dtype": c.dtype(ib)}}
         x_ld = c.ld(ia, xc)
         conds = f"uint(ih) < {h}u && uint(iw) < {w}u"
-        helpers.append(("float", "hb_im2col", "int b, int k, int n", [
-            *fn_k, *fn_n, f"int ih = oy * {st[0]} - {pads[0]} + ki * {dl[0]};",
-            f"int iw = ox * {st[1]} - {pads[1]} + kj * {dl[1]};",
-            f"float v = {pad_v};", f"if ({conds}) v = {x_ld};", "return v;"]))
+        if c.d.prologue is None:
+            helpers.append(("float", "hb_im2col", "int b, int k, int n", [
+                *fn_k, *fn_n, f"int ih = oy * {st[0]} - {pads[0]} + ki * {dl[0]};",
+                f"int iw = ox * {st[1]} - {pads[1]} + kj * {dl[1]};",
+                f"float v = {pad_v};", f"if ({conds}) v = {x_ld};", "return v;"]))
     finish = "\n".join(c.finish(out, "{{VALUE}}"))
+    for virt in c.virtual.values():  # a fused prologue's value has no binding to read
+        if any(f"B{virt}[" in text for text in (load_a, load_b, *("\n".join(h[3]) for h in helpers))):
+            raise CompileError(f"dispatch {c.d.name}: the GEMM reads its fused prologue's value from memory")
     problem = {"M": m, "N": n, "K": k, "load_a": load_a, "load_b": load_b, "a_kc": a_kc, "b_nc": b_nc,
                "out": out, "finish": finish, "finish4": _finish4(c, out, n) if c.L.name in STORE4_LANGS and GEMM_STORE4 else None,
                "batch": batch, "name": c.d.name}
@@ -900,6 +923,8 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
         frag = mma_fragment(t, precision) if wins and whole else None
     else:
         frag = mma_fragment(t, in_dt) if c.dtype(ib) == in_dt else None
+    if dw_ctx is not None:
+        frag = None  # (fp32 only, passes/fuse_depthwise.py): the register-staged scalar GEMM computes B
     kind = precision if precision != "fp32" else in_dt
     wg_op = (im2col is not None and WGMMA_CONVS) or (WGMMA_MATMULS and op.kind != "conv2d")
     wg_op = wg_op and c.dtype(ia) == c.dtype(ib)  # the wgmma GEMM takes no converted weight (yet)
@@ -1026,6 +1051,11 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
     ctx["PIX"] = portable if portable is not None and not stages and c.L.name in _PIX_LANGS else None
     staging = _glsl_staging(c, t, cfg, slices, depth, operands, vec4_off, srcs, sa + sb) if not stages else {}
     ctx.update({"DB": False, "VA": None, "VB": None, **staging})
+    ctx["DW"] = dw_ctx
+    if dw_ctx is not None:
+        if stages or ctx["VB"] is not None or ctx["PIX"] is not None or not problem["b_nc"]:
+            raise CompileError(f"dispatch {c.d.name}: a fused depthwise convolution needs the register-staged GEMM")
+        ctx["DWN"] = tiles.bn // math.gcd(tiles.threads, tiles.bn)
     if ctx["VB"] is not None:
         ctx["PIX"] = None  # B comes in runs of 4 pixels (a 1x1 convolution), not through the taps
     p_vec4 = {i for i, x in zip(operands, ("VA", "VB")) if ctx[x] is not None}
@@ -1065,6 +1095,51 @@ def _plan_gemm(c: _Ctx, t: Tuning) -> Plan:
     p.gemm = {"problem": config_problem(c.d.root, c.g.types), "key": key, "config": cfg.to_dict(),
               "source": source}
     return p
+
+
+def _dw_prologue(c: _Ctx, pro: dict[str, Any], oh: int, ow: int) -> dict[str, Any]:
+    """gemm.j2's DW: B[k][n] of a 1x1 convolution computed by the fused depthwise convolution
+    (NCHW, passes/fuse_depthwise.py) at channel ``k`` and pixel ``n`` (image, row, column of its
+    ``oh`` x ``ow`` output). ``pix``: from ``n``, the offset ``xb`` of the window's top-left input
+    element of channel 0 and ``xm``, a bit per tap inside the input (the others read the padding
+    value, so nothing outside the input is read); ``load[t]``: tap t's input at ``o`` (``xb`` +
+    the channel's plane); ``wload[t]``: its filter value for channel ``k``; ``epi``: the
+    depthwise epilogue (bias, clip) from the window's sum ``r`` back into ``r``."""
+    dw, ep = pro["root"], pro["epilogue"]
+    a = dw.attrs
+    x, w = c.b(dw.inputs[0]), c.b(dw.inputs[1])
+    nb, ch, h, wd = c.shape(x)
+    _, kh, kw = c.shape(w)
+    st, dl = [int(v) for v in a["strides"]], [int(v) for v in a["dilations"]]
+    pads = [int(p) for p in a.get("pads", [0, 0, 0, 0])]
+    taps = [(i, j) for i in range(kh) for j in range(kw)]
+    pix = [f"int dwn = n / {oh * ow}; int dwy = (n / {ow}) % {oh}; int dwx = n % {ow};",
+           f"int ih0 = dwy * {st[0]} - {pads[0]}; int iw0 = dwx * {st[1]} - {pads[1]};",
+           f"int xb = dwn * {ch * h * wd} + ih0 * {wd} + iw0;", "uint xm = 0u;"]
+    for t, (i, j) in enumerate(taps):
+        pix.append(f"if (uint(ih0 + {i * dl[0]}) < {h}u && uint(iw0 + {j * dl[1]}) < {wd}u) xm |= {1 << t}u;")
+    ctx = {"T": len(taps), "HW": h * wd, "pix": pix, "pad": c.L.lit(a.get("pad_value", 0.0), "f32"),
+           "load": [c.L.load(x, c.dtype(x), f"o + {i * dl[0] * wd + j * dl[1]}") for i, j in taps],
+           "wload": [c.L.load(w, c.dtype(w), f"k * {kh * kw} + {t}") for t in range(len(taps))], "epi": []}
+    if ep is None:
+        return ctx
+    ea = ep.attrs
+    slot = ep.inputs.index(dw.outputs[0])
+    coords = ["dwn", "k", "dwy", "dwx"]
+    dim_of = {int(r[1]): coords[j] for j, r in enumerate(ea["maps"][slot]) if r[0] == "d"}
+
+    def arg(i: int, dtype: str) -> str:
+        if i == slot:
+            return "r"
+        return c.ld(c.b(ep.inputs[i]), c.map_coords(ea["maps"][i], lambda d: dim_of[d]))
+
+    def extract(i: int, idx: list[str], dtype: str) -> str:
+        raise CompileError(f"dispatch {c.d.name}: a fused depthwise epilogue cannot gather")
+
+    body, ys = emit_body(ea["body"], c.L, arg, lambda d: dim_of[d], extract, "dwe")
+    ctx["epi"] = [f"int dwn = n / {oh * ow}; int dwy = (n / {ow}) % {oh}; int dwx = n % {ow};",
+                  *body, f"r = float({ys[0]});"]
+    return ctx
 
 
 #: What the GLSL register-staged GEMM may use (_glsl_staging): True (wherever it applies),

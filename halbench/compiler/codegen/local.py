@@ -81,13 +81,23 @@ def _op_attrs(op: Op, g: Graph) -> dict[str, Any]:
 def dispatch_attrs(d: Op, g: Graph) -> dict[str, Any]:
     """The kernel attrs of dispatch ``d`` (see ``halbench/kernels/ops/common.py``)."""
     root, ep = d.attrs["root"], d.attrs["epilogue"]
+    pro = d.attrs.get("prologue")
     values = d.inputs + d.outputs
     attrs: dict[str, Any] = {
         "operands": [{"dtype": g.types[v].dtype, "shape": list(g.types[v].shape)} for v in values],
         "num_inputs": len(d.inputs),
         "op": _op_attrs(root, g),
-        "root_inputs": [d.inputs.index(v) for v in root.inputs],
+        # -1: the fused prologue's result (passes/fuse_depthwise.py), which has no binding
+        "root_inputs": [-1 if pro is not None and v == pro["value"] else d.inputs.index(v) for v in root.inputs],
     }
+    if pro is not None:
+        p_root, p_ep = pro["root"], pro["epilogue"]
+        attrs["prologue"] = {"kernel": f"hb.{p_root.kind}", "op": _op_attrs(p_root, g),
+                             "root_inputs": [d.inputs.index(v) for v in p_root.inputs]}
+        if p_ep is not None:
+            attrs["prologue"]["epilogue"] = p_ep.generic_attrs()
+            attrs["prologue"]["epilogue_inputs"] = [-1 if v == p_root.outputs[0] else d.inputs.index(v)
+                                                    for v in p_ep.inputs]
     if ep is not None:
         attrs["epilogue"] = ep.generic_attrs()
         attrs["epilogue_inputs"] = [-1 if v == root.outputs[0] else d.inputs.index(v) for v in ep.inputs]

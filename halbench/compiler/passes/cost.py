@@ -48,6 +48,9 @@ def cost(graph: Graph) -> Graph:
         ep = d.attrs["epilogue"]
         if ep is not None:
             flops += op_flops(ep, g)
+        pro = d.attrs.get("prologue")  # a fused depthwise convolution (passes/fuse_depthwise.py)
+        if pro is not None:
+            flops += sum(op_flops(op, g) for op in (pro["root"], pro["epilogue"]) if op is not None)
         nbytes = sum(g.types[v].nbytes for v in d.inputs + d.outputs)
         costs[i] = (int(flops), int(nbytes))
     g.costs = costs

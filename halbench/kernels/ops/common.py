@@ -6,7 +6,10 @@ Attrs of every dispatch (written by ``halbench/compiler/codegen/local.py``):
 - ``num_inputs``: how many bindings are inputs;
 - ``op``: the root op's own attrs; ``root_inputs``: binding index of each root operand;
 - ``epilogue`` (optional): a generic (see ``generic.py``) applied to the root's result, with
-  ``epilogue_inputs``: a binding index per operand, ``-1`` for the root's result.
+  ``epilogue_inputs``: a binding index per operand, ``-1`` for the root's result;
+- ``prologue`` (optional, the compiler's passes/fuse_depthwise.py): a depthwise convolution
+  computed first, {``kernel`` (``hb.depthwise_conv2d``), ``op``, ``root_inputs``, optional
+  ``epilogue`` / ``epilogue_inputs``} as above; the root reads its result as ``root_inputs`` -1.
 
 Kernels register ``parallel=False``: each is called once with the whole dispatch and computes
 it in a few large NumPy operations (exact, not fast).
@@ -46,7 +49,9 @@ def dispatch_kernel(name: str, root: Callable[[Mapping[str, Any], list[np.ndarra
         arrays = binding_arrays(bindings, attrs["operands"])
         n_in = int(attrs["num_inputs"])
         outs = arrays[n_in:]
-        results = root(attrs["op"], [arrays[i] for i in attrs["root_inputs"]])
+        pro = attrs.get("prologue")
+        fused = _prologue(pro, arrays[:n_in]) if pro else None
+        results = root(attrs["op"], [_operand(arrays[:n_in], i, fused) for i in attrs["root_inputs"]])
         ep = attrs.get("epilogue")
         if ep:
             ep_ins = [results[0] if i < 0 else arrays[i] for i in attrs["epilogue_inputs"]]
@@ -58,6 +63,32 @@ def dispatch_kernel(name: str, root: Callable[[Mapping[str, Any], list[np.ndarra
 
     KERNELS[name] = root
     register_kernel(name, kernel, parallel=False)
+
+
+def _operand(inputs: list[np.ndarray], i: Any, fused: np.ndarray | None) -> np.ndarray:
+    """Input binding ``i``, or (``-1``) the fused prologue's result; a bundle is untrusted, so
+    any other index is a damaged bundle, not a read of some other array."""
+    if isinstance(i, int) and not isinstance(i, bool):
+        if 0 <= i < len(inputs):
+            return inputs[i]
+        if i == -1 and fused is not None:
+            return fused
+    raise ValueError(f"a dispatch reads operand {i!r}, which it does not have; the bundle is damaged: recompile it")
+
+
+#: the kernels a fused prologue may run (passes/fuse_depthwise.py)
+_PROLOGUE_KERNELS = ("hb.depthwise_conv2d",)
+
+
+def _prologue(pro: Mapping[str, Any], inputs: list[np.ndarray]) -> np.ndarray:
+    """A dispatch's fused prologue, computed whole first: its root, then its epilogue."""
+    if pro.get("kernel") not in _PROLOGUE_KERNELS:
+        raise ValueError(f"a fused prologue cannot run kernel {pro.get('kernel')!r}; the bundle is damaged: "
+                         f"recompile it")
+    r = KERNELS[pro["kernel"]](pro["op"], [_operand(inputs, i, None) for i in pro["root_inputs"]])[0]
+    if pro.get("epilogue"):
+        r = eval_generic(pro["epilogue"], [_operand(inputs, i, r) for i in pro["epilogue_inputs"]])[0]
+    return r
 
 
 def _generic(op: Mapping[str, Any], ins: list[np.ndarray]) -> list[np.ndarray]:
