@@ -371,6 +371,7 @@ def test_compress_selecting_past_its_axis_is_refused_in_one_line(tmp_path: Path)
 @pytest.mark.parametrize("axis,data,idx", [
     (1, (3, 5), [[0, 4, 4], [1, 1, -1]]),  # repeated and negative indices; fewer rows than the data
     (0, (4, 2, 3), [[[3, 0, 3]], [[3, 2, 0]]]),  # along the first axis of three; a partial middle axis
+    (1, (2, 3), [[0, 2, 2, 1, 0, -3], [1, 1, 1, 1, 2, 0]]),  # more indices than data along the axis
 ])
 def test_scatter_elements_max_min_matches_onnxruntime(tmp_path: Path, reduction, axis, data, idx) -> None:
     """ScatterElements with reduction max / min as a one-hot reduction, repeated indices included."""
@@ -385,6 +386,24 @@ def test_scatter_elements_max_min_matches_onnxruntime(tmp_path: Path, reduction,
     ref = onnx_reference(path, feeds)
     out, _ = compile_and_run(path, feeds, tmp_path)
     np.testing.assert_array_equal(out[0], ref[0])
+
+
+def test_scatter_elements_max_index_out_of_range_stops_the_run(tmp_path: Path) -> None:
+    """An index outside [-n, n) is an error, as onnxruntime makes it, not an update dropped: the
+    run stops with halbench's one-line index error naming the dispatch."""
+    from halbench.errors import HalbenchError
+
+    idx = np.array([[0, 3]], np.int64)  # 3 is past an axis of 3
+    feeds = {"d": np.zeros((2, 3), np.float32), "i": idx, "u": np.ones((1, 2), np.float32)}
+    m = _graph_model([helper.make_node("ScatterElements", ["d", "i", "u"], ["y"], axis=1, reduction="max")],
+                     {"d": (TensorProto.FLOAT, feeds["d"]), "i": (TensorProto.INT64, idx),
+                      "u": (TensorProto.FLOAT, feeds["u"])}, ["y"], [helper.make_opsetid("", 18)])
+    path = tmp_path / "se.onnx"
+    onnx.save(m, path)
+    with pytest.raises(HalbenchError, match=r"index 3, outside its input.s bounds"):
+        compile_and_run(path, feeds, tmp_path)
+    ok = dict(feeds, i=np.array([[0, -3]], np.int64))  # -3 is the first element
+    np.testing.assert_array_equal(compile_and_run(path, ok, tmp_path)[0][0], [[1, 0, 0], [0, 0, 0]])
 
 
 @pytest.mark.parametrize("policy,sizes,mode", [

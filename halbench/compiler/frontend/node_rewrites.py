@@ -73,20 +73,39 @@ class _Builder:
         return out
 
 
-def _elem_types(model: Any) -> dict[str, int]:
-    """Element type (TensorProto enum) of each value whose type is declared or inferable."""
+def _elem_types(model: Any, inferred: Any = None) -> dict[str, int]:
+    """Element type (TensorProto enum) of each value whose type is declared or inferable
+    (``inferred``: the graph of ONNX shape inference over ``model``, where the caller ran it)."""
     import onnx
 
     g = model.graph
     out = {t.name: int(t.data_type) for t in g.initializer}
-    try:
-        inferred = onnx.shape_inference.infer_shapes(model).graph
-    except Exception:  # noqa: BLE001 - declared types only
-        inferred = g
+    if inferred is None:
+        try:
+            inferred = onnx.shape_inference.infer_shapes(model).graph
+        except Exception:  # noqa: BLE001 - declared types only
+            inferred = g
     for vi in [*inferred.input, *inferred.value_info, *inferred.output]:
         if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:
             out.setdefault(vi.name, int(vi.type.tensor_type.elem_type))
     return out
+
+
+def _shapes_and_types(model: Any) -> tuple[dict[str, tuple[int, ...]], dict[str, int]]:
+    """Static shapes and element types of the model's values, from one ONNX shape inference
+    (declared types only, and no shapes but the initializers', where it fails)."""
+    import onnx
+
+    from halbench.compiler.frontend.fold_shapes import _static_shapes
+
+    g = model.graph
+    shapes = {t.name: tuple(int(d) for d in t.dims) for t in g.initializer}
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model).graph
+        shapes.update(_static_shapes(inferred))
+    except Exception:  # noqa: BLE001 - the rewrites that need shapes are then skipped
+        inferred = g
+    return shapes, _elem_types(model, inferred)
 
 
 def _attrs(node: Any) -> dict[str, Any]:
@@ -209,11 +228,10 @@ def rewrite_ml_and_training_nodes(model: Any, target_opset: int) -> bool:
     return done
 
 
-def rewrite_compress_and_scatter_minmax(model: Any,
-                                        infer: Callable[[Any], dict[str, tuple[int, ...]] | None]) -> None:
+def rewrite_compress_and_scatter_minmax(model: Any) -> None:
     """Compress with a constant condition as a Gather; ScatterElements max / min as a one-hot
-    reduction (see the module's docstring). ``infer(model)`` gives the static shapes (run only
-    where such a node is present)."""
+    reduction (see the module's docstring). ONNX shape inference runs once, and only where such
+    a node is present."""
     import numpy as np
     from onnx import numpy_helper
 
@@ -228,8 +246,7 @@ def rewrite_compress_and_scatter_minmax(model: Any,
     if not todo:
         return
     inits = {t.name: t for t in g.initializer}
-    shapes = infer(model) or {}
-    types = _elem_types(model)
+    shapes, types = _shapes_and_types(model)
     out = []
     for k, node in enumerate(g.node):
         if node not in todo:
@@ -286,14 +303,17 @@ def rewrite_compress_and_scatter_minmax(model: Any,
                 raise CompileError(f"{where}: axis {axis} outside rank-{rank} data; fix the node's axis")
             axis %= rank
             n = ds[axis]
-            if int(np.prod(ids)) * n > _MAX_ONE_HOT or any(i > d for i, d in zip(ids, ds)):
+            # (indices may outnumber the data along the scatter axis: the one-hot reduces them)
+            if int(np.prod(ids)) * n > _MAX_ONE_HOT or any(i > d for j, (i, d) in enumerate(zip(ids, ds)) if j != axis):
                 out.append(node)
                 continue
             is_max = a["reduction"] == b"max"
             neutral = b.op("CastLike", [b.const(-np.inf if is_max else np.inf), node.input[0]])
-            idx = b.op("Cast", [node.input[1]], to=7)
-            idx = b.op("Where", [b.op("Less", [idx, b.const(0, "int64")]),
-                                 b.op("Add", [idx, b.const(n, "int64")]), idx])  # negative indices count from the end
+            # each index through a Gather of 0..n-1: negative ones count from the end, and one
+            # outside [-n, n) stops the run with halbench's index error (as onnxruntime refuses
+            # it) instead of matching no position and being dropped
+            idx = b.op("Gather", [b.const(np.arange(n, dtype=np.int64), "int64"), b.op("Cast", [node.input[1]], to=7)],
+                       axis=0)
             last = b.const([-1], "int64")
             hot = b.op("Equal", [b.op("Unsqueeze", [idx, last]),
                                  b.const(np.arange(n, dtype=np.int64).reshape([1] * rank + [n]), "int64")])

@@ -110,7 +110,7 @@ def prepare_model(model: Any, input_shapes: dict[str, tuple[int, ...]],
     _reverse_sequence_as_gather(model)
     _small_det_and_lp_norm(model)
     _conv_transpose_same_as_pads(model)
-    rewrite_compress_and_scatter_minmax(model, _inferred_shapes)
+    rewrite_compress_and_scatter_minmax(model)
     # Shape arithmetic on static shapes becomes constants, so every tensor has a known rank.
     model = fold_shape_computations(model)
     _resize_axes_to_full_rank(model.graph)
