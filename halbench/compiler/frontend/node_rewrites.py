@@ -18,7 +18,14 @@ With the static shapes of ONNX shape inference (``rewrite_compress_and_scatter_m
   indices (the reduction's neutral value elsewhere), reduced along the scatter axis, padded to
   the data's shape and combined with the data by Max / Min;
 * Resize to constant sizes under a keep_aspect_ratio_policy: a Resize by the one scale the
-  policy picks, where that gives the policy's output size;
+  policy picks, where that gives the policy's output size (else by tables, below);
+* Resize with constant scales / sizes / roi where torch-mlir has no pattern or the wrong
+  coordinates (``tf_crop_and_resize``, ``antialias``, ``exclude_outside``; ``align_corners``
+  with nearest, or with scales that give a fractional output length, which the specification's
+  coordinates use): per resized axis a
+  Gather of the taps at compile-time indices (clamped: the edge repeats), weighted by
+  compile-time coefficients and summed, the extrapolation value where tf_crop_and_resize falls
+  outside the input;
 * GridSample (4-D and 5-D; nearest, linear, and cubic on 4-D; every padding mode) as gathers from
   the flattened image at clamped indices: torch-mlir's lowering rounds nearest halves up, reads
   outside the image under padding 'zeros', and has no border or reflection padding, no cubic
@@ -241,7 +248,8 @@ def rewrite_compress_and_scatter_minmax(model: Any) -> None:
     todo = [n for n in g.node if n.domain in ("", "ai.onnx") and (
         n.op_type == "Compress"
         or (n.op_type == "ScatterElements" and _attrs(n).get("reduction", b"none") in (b"max", b"min"))
-        or (n.op_type == "Resize" and _attrs(n).get("keep_aspect_ratio_policy", b"stretch") != b"stretch")
+        or (n.op_type == "Resize" and (_attrs(n).get("keep_aspect_ratio_policy", b"stretch") != b"stretch"
+                                       or _resize_by_tables_wanted(_attrs(n))))
         or n.op_type == "GridSample" or n.op_type in ("RNN", "GRU", "LSTM"))]
     if not todo:
         return
@@ -287,8 +295,15 @@ def rewrite_compress_and_scatter_minmax(model: Any) -> None:
                     or not _grid_sample(b, node, a, shapes.get(node.input[0]), shapes.get(node.input[1]))):
                 out.append(node)
                 continue
+        elif node.op_type == "Resize" and a.get("keep_aspect_ratio_policy", b"stretch") == b"stretch":
+            if types.get(node.input[0]) != 1 or not _resize_by_tables(b, node, a, shapes.get(node.input[0]), inits):
+                out.append(node)
+                continue
         elif node.op_type == "Resize":
-            if not _resize_keeping_aspect(b, node, a, shapes.get(node.input[0]), inits):
+            # a Resize by the policy's scale where flooring gives its size, else by tables
+            if not (_resize_keeping_aspect(b, node, a, shapes.get(node.input[0]), inits)
+                    or (types.get(node.input[0]) == 1
+                        and _resize_by_tables(b, node, a, shapes.get(node.input[0]), inits))):
                 out.append(node)
                 continue
         else:
@@ -361,6 +376,162 @@ def _resize_keeping_aspect(b: _Builder, node: Any, a: dict[str, Any], xs: tuple[
         return False  # the f32 scale would give another size
     keep = {k: v for k, v in a.items() if k not in ("axes", "keep_aspect_ratio_policy")}
     b.op("Resize", [node.input[0], "", b.const(full)], node.output[0], **keep)
+    return True
+
+
+def _text(v: Any) -> str:
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def _resize_by_tables_wanted(a: dict[str, Any]) -> bool:
+    """Whether a (stretching) Resize is one _resize_by_tables takes: torch-mlir has no pattern for
+    tf_crop_and_resize nor for nearest with align_corners, and its align_corners coordinates use
+    the integer output length where the specification, given scales, uses scale x length."""
+    ctm = _text(a.get("coordinate_transformation_mode", "half_pixel"))
+    return (ctm in ("tf_crop_and_resize", "align_corners") or bool(a.get("antialias", 0))
+            or bool(a.get("exclude_outside", 0)))
+
+
+def _resize_axis(mode: str, ctm: str, nearest: str, cubic_a: float, exclude: bool, length: int,
+                 scale: float, out_len: int, roi: tuple[float, float],
+                 antialias: bool = False) -> tuple[Any, Any, Any]:
+    """One axis of a Resize as the ONNX specification computes it: per output index its taps
+    (input indices, clamped into the axis, so the edge repeats), their coefficients, and where
+    tf_crop_and_resize maps it outside the input (then the extrapolation value), as arrays
+    [out_len, taps], [out_len, taps], [out_len] (or None). ``antialias`` (linear, cubic): a
+    downsampling axis widens its filter by 1 / scale, the coefficients normalised to sum 1."""
+    import numpy as np
+
+    y = np.arange(out_len, dtype=np.float64)
+    frac_len = scale * length  # the specification's output length: scale x input, not floored
+    outside = None
+    if ctm == "align_corners":
+        x = np.zeros(out_len) if frac_len == 1 else y * (length - 1) / (frac_len - 1)
+    elif ctm == "asymmetric":
+        x = y / scale
+    elif ctm == "tf_crop_and_resize":
+        lo, hi = roi
+        x = (np.full(out_len, (hi - lo) * (length - 1) / 2) if frac_len == 1
+             else y * (hi - lo) * (length - 1) / (frac_len - 1)) + lo * (length - 1)
+        outside = (x < 0) | (x > length - 1)
+    elif ctm == "pytorch_half_pixel":
+        x = np.full(out_len, -0.5) if frac_len == 1 else (y + 0.5) / scale - 0.5
+    elif ctm == "half_pixel":
+        x = (y + 0.5) / scale - 0.5
+    else:  # half_pixel_symmetric
+        x = length / 2 * (1 - out_len / frac_len) + (y + 0.5) / scale - 0.5
+    left = np.ceil(x).astype(np.int64) - 1  # the tap left of x: x itself counts as a right tap
+    r = x - left  # in (0, 1]
+    if mode == "nearest":
+        pick = {"round_prefer_floor": r > 0.5, "round_prefer_ceil": r >= 0.5, "floor": r >= 1.0,
+                "ceil": np.ones_like(r, bool)}[nearest]
+        taps = (left + np.where((r == 1.0) | pick, 1, 0))[:, None]
+        coef = np.ones((out_len, 1))
+    else:
+        # taps left + j for j in [start, 1 - start] (linear) / [start, 2 - start) (cubic); without
+        # antialias (or upsampling) start is 0 / -1: two / four taps
+        s_ = min(scale, 1.0) if antialias else 1.0
+        reach = 1.0 if mode == "linear" else 2.0
+        start = int(np.floor(-reach / s_)) + 1
+        offs = np.arange(start, 2 - start if mode == "cubic" else 2 - start)
+        taps = left[:, None] + offs[None, :]
+        u = np.abs(offs[None, :] - r[:, None]) * s_  # each tap's (scaled) distance from x
+        if mode == "linear":
+            coef = np.clip(1 - u, 0, 1)
+        else:  # cubic (Keys, coefficient A)
+            A = cubic_a
+            near = ((A + 2) * u - (A + 3)) * u * u + 1
+            far = ((A * u - 5 * A) * u + 8 * A) * u - 4 * A
+            coef = np.where(u <= 1, near, np.where(u < 2, far, 0.0))
+        if antialias:
+            coef = coef / coef.sum(axis=1, keepdims=True)
+    if exclude and mode != "nearest":
+        coef = np.where((taps < 0) | (taps >= length), 0.0, coef)
+        total = coef.sum(axis=1, keepdims=True)
+        coef = coef / np.where(total == 0, 1.0, total)
+    return np.clip(taps, 0, length - 1), coef, outside
+
+
+def _resize_by_tables(b: _Builder, node: Any, a: dict[str, Any], xs: tuple[int, ...] | None,
+                      inits: dict[str, Any]) -> bool:
+    """A stretching Resize of a static f32 input with constant roi / scales / sizes, axis by axis
+    (the interpolation is separable) as _resize_axis tabulates it: a Gather of every tap at its
+    clamped index, the taps weighted and summed (one tap for nearest), the extrapolation value
+    where tf_crop_and_resize leaves the input. False (node kept) where a parameter is not
+    constant or the shapes are unknown."""
+    import numpy as np
+    from onnx import numpy_helper
+
+    def const(k: int) -> Any:
+        if len(node.input) <= k or not node.input[k]:
+            return None
+        return numpy_helper.to_array(inits[node.input[k]]).reshape(-1) if node.input[k] in inits else False
+
+    if xs is None or not xs or min(xs) <= 0:
+        return False
+    rank = len(xs)
+    roi, scales, sizes = const(1), const(2), const(3)
+    if any(v is False for v in (roi, scales, sizes)) or (scales is None) == (sizes is None or not sizes.size):
+        return False
+    axes = [int(v) % rank for v in a.get("axes", range(rank))]
+    if len(set(axes)) != len(axes):
+        return False
+    full_scale, full_out = [1.0] * rank, list(xs)
+    if scales is not None and scales.size:
+        if len(scales) != len(axes) or np.any(scales <= 0):
+            return False
+        for ax, sc in zip(axes, scales):
+            full_scale[ax] = float(sc)
+            full_out[ax] = int(float(sc) * xs[ax])
+    else:
+        if len(sizes) != len(axes) or np.any(sizes <= 0):
+            return False
+        for ax, sz in zip(axes, sizes):
+            full_out[ax], full_scale[ax] = int(sz), int(sz) / xs[ax]
+        policy = _text(a.get("keep_aspect_ratio_policy", "stretch"))
+        if policy in ("not_larger", "not_smaller"):  # one scale for every resized axis
+            pick = min if policy == "not_larger" else max
+            one = pick(full_scale[ax] for ax in axes)
+            for ax in axes:
+                full_scale[ax], full_out[ax] = one, int(np.floor(one * xs[ax] + 0.5))
+        elif policy != "stretch":
+            return False
+    full_roi = [(0.0, 1.0)] * rank
+    ctm = _text(a.get("coordinate_transformation_mode", "half_pixel"))
+    if ctm == "tf_crop_and_resize":
+        if roi is None or len(roi) != 2 * len(axes):
+            return False
+        for i, ax in enumerate(axes):
+            full_roi[ax] = (float(roi[i]), float(roi[i + len(axes)]))
+    if min(full_out) <= 0 or int(np.prod(full_out)) > _MAX_ONE_HOT:
+        return False
+    mode, nearest = _text(a.get("mode", "nearest")), _text(a.get("nearest_mode", "round_prefer_floor"))
+    antialias = bool(a.get("antialias", 0))
+    if (ctm == "align_corners" and mode != "nearest" and not antialias and not a.get("exclude_outside", 0)
+            and all(full_scale[ax] * xs[ax] == full_out[ax] for ax in range(rank))):
+        return False  # whole output lengths: torch-mlir's lowering computes these right
+    if mode not in ("nearest", "linear", "cubic") or (antialias and mode == "nearest"):
+        return False  # (the specification has no antialiased nearest; torch-mlir's refusal stands)
+    extrap = float(a.get("extrapolation_value", 0.0))
+    cur, shape = node.input[0], list(xs)
+    for ax in range(rank):
+        if full_out[ax] == xs[ax] and full_scale[ax] == 1.0 and full_roi[ax] == (0.0, 1.0):
+            continue  # the identity along this axis (as the specification skips it)
+        taps, coef, outside = _resize_axis(mode, ctm, nearest, float(a.get("cubic_coeff_a", -0.75)),
+                                           bool(a.get("exclude_outside", 0)), xs[ax], full_scale[ax],
+                                           full_out[ax], full_roi[ax], antialias)
+        n, t = full_out[ax], taps.shape[1]
+        got = b.op("Gather", [cur, b.const(taps.reshape(-1), "int64")], axis=ax)
+        if t > 1:
+            split = shape[:ax] + [n, t] + shape[ax + 1:]
+            got = b.op("Reshape", [got, b.const(split, "int64")])
+            w = coef.astype(np.float32).reshape([1] * ax + [n, t] + [1] * (rank - ax - 1))
+            got = b.op("ReduceSum", [b.op("Mul", [got, b.const(w)]), b.const([ax + 1], "int64")], keepdims=0)
+        if outside is not None and outside.any():
+            mask = outside.reshape([1] * ax + [n] + [1] * (rank - ax - 1))
+            got = b.op("Where", [b.const(mask, np.bool_), b.const(np.float32(extrap)), got])
+        cur, shape[ax] = got, n
+    b.op("Identity", [cur], node.output[0])
     return True
 
 
