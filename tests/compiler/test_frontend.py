@@ -406,6 +406,54 @@ def test_scatter_elements_max_index_out_of_range_stops_the_run(tmp_path: Path) -
     np.testing.assert_array_equal(compile_and_run(path, ok, tmp_path)[0][0], [[1, 0, 0], [0, 0, 0]])
 
 
+@pytest.mark.parametrize("mode,axis,w", [
+    ("linear", -2, [0, 3]),
+    ("circular", -2, [6, 4]),  # wraps past the cache's end
+    ("linear", 1, None),  # no write indices: every batch writes from 0
+    ("circular", 2, [-1, 9]),
+])
+def test_tensor_scatter_matches_the_reference(tmp_path: Path, mode, axis, w) -> None:
+    """TensorScatter (opset 24, KV caches; torch-mlir has no pattern) as a select between the
+    cache and the update row each position takes, against the ONNX reference implementation."""
+    from onnx.reference import ReferenceEvaluator
+
+    rng = np.random.default_rng(16)
+    cache = _rand(rng, (2, 3, 7, 4))
+    ushape = list(cache.shape)
+    ushape[axis] = 3
+    feeds = {"c": cache, "u": _rand(rng, tuple(ushape))}
+    ins = {"c": (TensorProto.FLOAT, cache), "u": (TensorProto.FLOAT, feeds["u"])}
+    names = ["c", "u"]
+    if w is not None:
+        feeds["w"] = np.array(w, np.int64)
+        ins["w"] = (TensorProto.INT64, feeds["w"])
+        names.append("w")
+    m = _graph_model([helper.make_node("TensorScatter", names, ["y"], axis=axis, mode=mode)], ins, ["y"],
+                     [helper.make_opsetid("", 24)])
+    path = tmp_path / "ts.onnx"
+    onnx.save(m, path)
+    ref = ReferenceEvaluator(m).run(None, feeds)[0]
+    out, _ = compile_and_run(path, feeds, tmp_path)
+    np.testing.assert_array_equal(out[0], ref)
+
+
+def test_tensor_scatter_writing_past_the_cache_stops_the_run(tmp_path: Path) -> None:
+    """A linear write index that would put the update past the cache's end is an error (the
+    reference fails on it too), not a write that is dropped."""
+    from halbench.errors import HalbenchError
+
+    feeds = {"c": np.zeros((1, 5, 2), np.float32), "u": np.ones((1, 2, 2), np.float32), "w": np.array([4], np.int64)}
+    m = _graph_model([helper.make_node("TensorScatter", ["c", "u", "w"], ["y"], axis=1)],
+                     {k: (TensorProto.INT64 if k == "w" else TensorProto.FLOAT, v) for k, v in feeds.items()}, ["y"],
+                     [helper.make_opsetid("", 24)])
+    path = tmp_path / "ts.onnx"
+    onnx.save(m, path)
+    with pytest.raises(HalbenchError, match=r"index 4, outside its input.s bounds"):
+        compile_and_run(path, feeds, tmp_path)
+    out, _ = compile_and_run(path, dict(feeds, w=np.array([3], np.int64)), tmp_path)
+    np.testing.assert_array_equal(out[0][0, :, 0], [0, 0, 0, 1, 1])
+
+
 @pytest.mark.parametrize("attrs,roi,scales,sizes", [
     # tf_crop_and_resize (torch-mlir: no pattern), a crop reaching outside: the extrapolation value
     ({"mode": "linear", "coordinate_transformation_mode": "tf_crop_and_resize", "extrapolation_value": 7.0},

@@ -10,7 +10,7 @@ reaches torch-mlir. Without shapes (``rewrite_ml_and_training_nodes``, after the
 * ``ai.onnx.ml`` Binarizer (``X > threshold`` as 0 / 1 of X's type) and ArrayFeatureExtractor
   (a Gather along the last axis).
 
-With the static shapes of ONNX shape inference (``rewrite_compress_and_scatter_minmax``):
+With the static shapes of ONNX shape inference (``rewrite_nodes_with_shapes``):
 
 * Compress with a constant condition (frozen, as conformance and ``--freeze-input`` do): a
   Gather of the selected indices, the input flattened first where no axis is given;
@@ -26,6 +26,8 @@ With the static shapes of ONNX shape inference (``rewrite_compress_and_scatter_m
   Gather of the taps at compile-time indices (clamped: the edge repeats), weighted by
   compile-time coefficients and summed, the extrapolation value where tf_crop_and_resize falls
   outside the input;
+* TensorScatter (a KV cache's update, linear or circular) as a select between the cache and the
+  update row each position takes;
 * GridSample (4-D and 5-D; nearest, linear, and cubic on 4-D; every padding mode) as gathers from
   the flattened image at clamped indices: torch-mlir's lowering rounds nearest halves up, reads
   outside the image under padding 'zeros', and has no border or reflection padding, no cubic
@@ -44,7 +46,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["rewrite_compress_and_scatter_minmax", "rewrite_ml_and_training_nodes"]
+__all__ = ["rewrite_nodes_with_shapes", "rewrite_ml_and_training_nodes"]
 
 _TRAINING = "ai.onnx.preview.training"
 _ML = "ai.onnx.ml"
@@ -235,7 +237,7 @@ def rewrite_ml_and_training_nodes(model: Any, target_opset: int) -> bool:
     return done
 
 
-def rewrite_compress_and_scatter_minmax(model: Any) -> None:
+def rewrite_nodes_with_shapes(model: Any) -> None:
     """Compress with a constant condition as a Gather; ScatterElements max / min as a one-hot
     reduction (see the module's docstring). ONNX shape inference runs once, and only where such
     a node is present."""
@@ -250,7 +252,7 @@ def rewrite_compress_and_scatter_minmax(model: Any) -> None:
         or (n.op_type == "ScatterElements" and _attrs(n).get("reduction", b"none") in (b"max", b"min"))
         or (n.op_type == "Resize" and (_attrs(n).get("keep_aspect_ratio_policy", b"stretch") != b"stretch"
                                        or _resize_by_tables_wanted(_attrs(n))))
-        or n.op_type == "GridSample" or n.op_type in ("RNN", "GRU", "LSTM"))]
+        or n.op_type in ("GridSample", "TensorScatter", "RNN", "GRU", "LSTM"))]
     if not todo:
         return
     inits = {t.name: t for t in g.initializer}
@@ -288,6 +290,10 @@ def rewrite_compress_and_scatter_minmax(model: Any) -> None:
         elif node.op_type in ("RNN", "GRU", "LSTM"):
             floats = [v for k, v in enumerate(node.input) if v and k != 4]  # all but sequence_lens
             if any(types.get(v) not in (None, 1) for v in floats) or not _recurrent(b, node, a, shapes):
+                out.append(node)
+                continue
+        elif node.op_type == "TensorScatter":
+            if not _tensor_scatter(b, node, a, shapes.get(node.input[0]), shapes.get(node.input[1]), where):
                 out.append(node)
                 continue
         elif node.op_type == "GridSample":
@@ -532,6 +538,54 @@ def _resize_by_tables(b: _Builder, node: Any, a: dict[str, Any], xs: tuple[int, 
             got = b.op("Where", [b.const(mask, np.bool_), b.const(np.float32(extrap)), got])
         cur, shape[ax] = got, n
     b.op("Identity", [cur], node.output[0])
+    return True
+
+
+def _tensor_scatter(b: _Builder, node: Any, a: dict[str, Any], cs: tuple[int, ...] | None,
+                    us: tuple[int, ...] | None, where: str) -> bool:
+    """TensorScatter (opset 24, a KV cache's update) as a select: cache position p of batch b
+    takes update row ``p - write_indices[b]`` (modulo the cache length in circular mode) where
+    that row exists, else keeps the cache. In linear mode a write index outside
+    [0, cache - update] along the axis stops the run with halbench's index error (the reference
+    fails on it too) instead of writing nothing. False (node kept) for unknown shapes."""
+    import numpy as np
+
+    from halbench.errors import CompileError
+
+    if cs is None or us is None or len(cs) != len(us) or len(cs) < 2:
+        return False
+    rank = len(cs)
+    axis = int(a.get("axis", -2))
+    if not -rank <= axis < rank or axis % rank == 0:
+        raise CompileError(f"{where}: axis {axis} is not a sequence axis of a rank-{rank} cache (axis 0 is the "
+                           f"batch); fix the node's axis")
+    axis %= rank
+    if any(c != u for j, (c, u) in enumerate(zip(cs, us)) if j != axis) or us[axis] > cs[axis]:
+        raise CompileError(f"{where}: an update of shape {list(us)} does not fit a cache of shape {list(cs)}; "
+                           f"give an update of the cache's shape with at most {cs[axis]} along axis {axis}")
+    mode = _text(a.get("mode", "linear"))
+    if mode not in ("linear", "circular"):
+        raise CompileError(f"{where}: unknown mode '{mode}'; use linear or circular")
+    length, seq = cs[axis], us[axis]
+    if len(node.input) > 2 and node.input[2]:
+        w = b.op("Cast", [node.input[2]], to=7)
+        if mode == "linear":  # through a Gather of 0..length-seq: an index past it is an error
+            w = b.op("Gather", [b.const(np.arange(length - seq + 1, dtype=np.int64), "int64"),
+                                b.op("Where", [b.op("Less", [w, b.const(0, "int64")]),
+                                               b.const(length + 1, "int64"), w])], axis=0)
+    else:
+        w = b.const(np.zeros(cs[0], np.int64), "int64")
+    w = b.op("Reshape", [w, b.const([cs[0]] + [1] * (rank - 1), "int64")])
+    p = b.const(np.arange(length, dtype=np.int64).reshape([1] * axis + [length] + [1] * (rank - axis - 1)), "int64")
+    row = b.op("Sub", [p, w])
+    if mode == "circular":
+        row = b.op("Mod", [row, b.const(length, "int64")])  # (fmod 0: the divisor's sign, so 0..length-1)
+    inside = b.op("And", [b.op("GreaterOrEqual", [row, b.const(0, "int64")]),
+                          b.op("Less", [row, b.const(seq, "int64")])])
+    clamped = b.op("Clip", [row, b.const(0, "int64"), b.const(seq - 1, "int64")])
+    idx = b.op("Expand", [clamped, b.const(list(cs), "int64")])
+    got = b.op("GatherElements", [node.input[1], idx], axis=axis)
+    b.op("Where", [b.op("Expand", [inside, b.const(list(cs), "int64")]), got, node.input[0]], node.output[0])
     return True
 
 

@@ -48,7 +48,7 @@ def prepare_model(model: Any, input_shapes: dict[str, tuple[int, ...]],
     import onnx
 
     from halbench.compiler.frontend.node_rewrites import (
-        rewrite_compress_and_scatter_minmax,
+        rewrite_nodes_with_shapes,
         rewrite_ml_and_training_nodes,
     )
 
@@ -110,7 +110,7 @@ def prepare_model(model: Any, input_shapes: dict[str, tuple[int, ...]],
     _reverse_sequence_as_gather(model)
     _small_det_and_lp_norm(model)
     _conv_transpose_same_as_pads(model)
-    rewrite_compress_and_scatter_minmax(model)
+    rewrite_nodes_with_shapes(model)
     # Shape arithmetic on static shapes becomes constants, so every tensor has a known rank.
     model = fold_shape_computations(model)
     _resize_axes_to_full_rank(model.graph)
