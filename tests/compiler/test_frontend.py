@@ -406,6 +406,58 @@ def test_scatter_elements_max_index_out_of_range_stops_the_run(tmp_path: Path) -
     np.testing.assert_array_equal(compile_and_run(path, ok, tmp_path)[0][0], [[1, 0, 0], [0, 0, 0]])
 
 
+def test_f16_range_counts_in_f32(tmp_path: Path) -> None:
+    """An f16 Range (torch-mlir lowers none) as an f32 Range cast to f16, matching the ONNX
+    reference implementation."""
+    from onnx.reference import ReferenceEvaluator
+
+    feeds = {"s": np.array(1.5, np.float16), "l": np.array(9.0, np.float16), "d": np.array(0.75, np.float16)}
+    m = _graph_model([helper.make_node("Range", ["s", "l", "d"], ["y"])],
+                     {k: (TensorProto.FLOAT16, v) for k, v in feeds.items()}, ["y"], [helper.make_opsetid("", 17)])
+    m.graph.output[0].type.tensor_type.elem_type = TensorProto.FLOAT16
+    path = tmp_path / "r.onnx"
+    onnx.save(m, path)
+    ref = ReferenceEvaluator(m).run(None, feeds)[0]  # (onnxruntime has no f16 Range)
+    out, _ = compile_and_run(path, {}, tmp_path, input_values=feeds)  # (its length: compile time)
+    assert out[0].dtype == np.float16
+    np.testing.assert_array_equal(out[0], ref)
+
+
+@pytest.mark.parametrize("group", [1, 16])
+def test_f16_convs_accumulate_in_f32_on_the_local_driver(tmp_path: Path, group) -> None:
+    """f16 convolutions (and depthwise ones) on local-sync:// (the NumPy kernels, halbench's
+    oracle) accumulate in f32 and round once, as the GPU kernels do: within an ulp of the exact
+    result rounded to f16, where rounding each of a 7x7 filter's 49 tap sums to f16 drifts several."""
+    rng = np.random.default_rng(17)
+    x = rng.uniform(0, 1, (1, 16, 9, 9)).astype(np.float16)
+    w = rng.uniform(0, 1, (16 if group > 1 else 4, 16 // group, 7, 7)).astype(np.float16)
+    node = helper.make_node("Conv", ["x", "w"], ["y"], pads=[3, 3, 3, 3], group=group)
+    m = _graph_model([node], {"x": (TensorProto.FLOAT16, x)}, ["y"], [helper.make_opsetid("", 17)],
+                     [numpy_helper.from_array(w, "w")])
+    m.graph.output[0].type.tensor_type.elem_type = TensorProto.FLOAT16
+    path = tmp_path / "g.onnx"
+    onnx.save(m, path)
+    exact = onnx_reference(_f32_copy(m, tmp_path), {"x": x.astype(np.float32)})[0].astype(np.float16)
+    out, _ = compile_and_run(path, {"x": x}, tmp_path)
+    assert out[0].dtype == np.float16
+    np.testing.assert_allclose(out[0].astype(np.float32), exact.astype(np.float32), rtol=1e-3)
+
+
+def _f32_copy(m: onnx.ModelProto, tmp: Path) -> Path:
+    """``m`` with its f16 inputs, outputs and initializers made f32 (the exact computation)."""
+    import copy
+
+    m32 = copy.deepcopy(m)
+    for vi in [*m32.graph.input, *m32.graph.output]:
+        if vi.type.tensor_type.elem_type == TensorProto.FLOAT16:
+            vi.type.tensor_type.elem_type = TensorProto.FLOAT
+    for i, t in enumerate(m32.graph.initializer):
+        m32.graph.initializer[i].CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t).astype(np.float32), t.name))
+    path = tmp / "f32.onnx"
+    onnx.save(m32, path)
+    return path
+
+
 @pytest.mark.parametrize("mode,axis,w", [
     ("linear", -2, [0, 3]),
     ("circular", -2, [6, 4]),  # wraps past the cache's end

@@ -8,7 +8,8 @@ reaches torch-mlir. Without shapes (``rewrite_ml_and_training_nodes``, after the
 * Gelu with ``approximate='tanh'`` as its formula (torch-mlir's lowering multiplies by 0.797724
   where sqrt(2 / pi) is 0.7978846: 2e-4 off, and 1e-3 relative in the tail);
 * ``ai.onnx.ml`` Binarizer (``X > threshold`` as 0 / 1 of X's type) and ArrayFeatureExtractor
-  (a Gather along the last axis).
+  (a Gather along the last axis);
+* an f16 Range (torch-mlir lowers none) counted in f32 and cast to f16.
 
 With the static shapes of ONNX shape inference (``rewrite_nodes_with_shapes``):
 
@@ -172,6 +173,10 @@ def _gelu_tanh(node: Any) -> bool:
             and _attrs(node).get("approximate", b"none") in (b"tanh", "tanh"))
 
 
+def _range_f16(node: Any) -> bool:
+    return node.op_type == "Range" and node.domain in ("", "ai.onnx") and len(node.input) == 3
+
+
 def rewrite_ml_and_training_nodes(model: Any, target_opset: int) -> bool:
     """The training optimizers and the two ML ops as default-domain nodes; True where any was
     rewritten (the model then imports the default domain at ``target_opset`` if it did not)."""
@@ -179,7 +184,7 @@ def rewrite_ml_and_training_nodes(model: Any, target_opset: int) -> bool:
     from onnx import helper
 
     g = model.graph
-    if not any(n.domain in (_TRAINING, _ML) or _gelu_tanh(n) for n in g.node):
+    if not any(n.domain in (_TRAINING, _ML) or _gelu_tanh(n) or _range_f16(n) for n in g.node):
         return False
     types = _elem_types(model)
     f32 = 1  # TensorProto.FLOAT: the formulas' constants are f32
@@ -223,6 +228,13 @@ def rewrite_ml_and_training_nodes(model: Any, target_opset: int) -> bool:
                                                               b.op("Mul", [x, b.op("Mul", [x, x])])])])])
             half = b.op("Mul", [b.const(0.5, dt), b.op("Add", [b.const(1.0, dt), b.op("Tanh", [inner])])])
             b.op("Mul", [x, half], node.output[0])
+        elif _range_f16(node):
+            if any(types.get(v) != 10 for v in node.input):
+                out.append(node)
+                continue
+            # (torch-mlir lowers no f16 Range): counted in f32, each element rounded to f16 once
+            r32 = [b.op("Cast", [v], to=f32) for v in node.input]
+            b.op("Cast", [b.op("Range", r32)], node.output[0], to=10)
         elif node.domain == _ML and node.op_type == "ArrayFeatureExtractor":
             b.op("Gather", [node.input[0], node.input[1]], node.output[0], axis=-1)
         else:

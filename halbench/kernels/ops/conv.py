@@ -52,6 +52,9 @@ def conv2d(op: Mapping[str, Any], ins: list[np.ndarray]) -> list[np.ndarray]:
     if op.get("precision", "fp32") != "fp32":  # the pad value is staged like any input element
         pad = float(round_operand(np.array([pad], dtype=np.float32), op["precision"])[0])
     x = _pad_nchw(x, op["pads"], pad)
+    out_t = np.result_type(x, w)
+    if out_t == np.float16:  # f32 accumulation, rounded once (as the GPU kernels accumulate)
+        x, w = x.astype(np.float32), w.astype(np.float32)
     n, g, c = x.shape[:3]
     f, kh, kw = w.shape[1], w.shape[3], w.shape[4]
     acc = None
@@ -60,7 +63,7 @@ def conv2d(op: Mapping[str, Any], ins: list[np.ndarray]) -> list[np.ndarray]:
         # (G, F, C) @ (N, G, C, OH*OW) -> (N, G, F, OH*OW): one BLAS GEMM per (n, g)
         term = np.matmul(w[:, :, :, i, j], np.ascontiguousarray(xs).reshape(n, g, c, oh * ow))
         acc = term if acc is None else acc + term
-    out = acc.reshape(n, g, f, oh, ow).astype(np.result_type(x, w), copy=False)
+    out = acc.reshape(n, g, f, oh, ow).astype(out_t, copy=False)
     if layout == "nchw":
         return [out[:, 0]]
     if layout == "ngchw":
@@ -73,12 +76,15 @@ def depthwise_conv2d(op: Mapping[str, Any], ins: list[np.ndarray]) -> list[np.nd
     if op["layout"] == "nhwc":
         x, w = x.transpose(0, 3, 1, 2), w.transpose(2, 0, 1)   # w: (KH, KW, C) -> (C, KH, KW)
     x = _pad_nchw(x, op["pads"], op["pad_value"])
+    out_t = w.dtype
+    if out_t == np.float16:  # f32 accumulation, rounded once (as the GPU kernels accumulate)
+        x, w = x.astype(np.float32), w.astype(np.float32)
     kh, kw = w.shape[1], w.shape[2]
     acc = None
     for i, j, xs in windows(x, kh, kw, op["strides"], op["dilations"]):
         term = xs * w[None, :, i, j, None, None]
         acc = term if acc is None else acc + term
-    out = acc.astype(w.dtype, copy=False)
+    out = acc.astype(out_t, copy=False)
     return [out.transpose(0, 2, 3, 1) if op["layout"] == "nhwc" else out]
 
 
