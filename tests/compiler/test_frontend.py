@@ -406,6 +406,82 @@ def test_scatter_elements_max_index_out_of_range_stops_the_run(tmp_path: Path) -
     np.testing.assert_array_equal(compile_and_run(path, ok, tmp_path)[0][0], [[1, 0, 0], [0, 0, 0]])
 
 
+def _scan_body() -> onnx.GraphProto:
+    """state s [3], running sum; scan element x [3]: s' = s + x, out y = s' * x; and a count."""
+    nodes = [helper.make_node("Add", ["s", "x"], ["s2"]), helper.make_node("Mul", ["s2", "x"], ["y"]),
+             helper.make_node("Add", ["c", "one"], ["c2"])]
+    one = numpy_helper.from_array(np.array(1.0, np.float32), "one")
+    vi = helper.make_tensor_value_info
+    return helper.make_graph(nodes, "body", [vi("s", TensorProto.FLOAT, [3]), vi("c", TensorProto.FLOAT, []),
+                                             vi("x", TensorProto.FLOAT, [3])],
+                             [vi("s2", TensorProto.FLOAT, [3]), vi("c2", TensorProto.FLOAT, []),
+                              vi("y", TensorProto.FLOAT, [3])], [one])
+
+
+@pytest.mark.parametrize("in_axis,in_dir,out_axis,out_dir", [(0, 0, 0, 0), (1, 1, 1, 0), (0, 0, -1, 1)])
+def test_scan_is_unrolled_and_matches_onnxruntime(tmp_path: Path, in_axis, in_dir, out_axis, out_dir) -> None:
+    """Scan (torch-mlir lowers it to an scf.for halbench does not run) unrolled over its static
+    length: two states, one scan input along either axis and direction, the scan output
+    stacked along either axis and direction."""
+    rng = np.random.default_rng(18)
+    xs = _rand(rng, (5, 3) if in_axis == 0 else (3, 5))
+    feeds = {"s0": _rand(rng, (3,)), "c0": np.array(0.0, np.float32), "xs": xs}
+    node = helper.make_node("Scan", ["s0", "c0", "xs"], ["sf", "cf", "ys"], body=_scan_body(), num_scan_inputs=1,
+                            scan_input_axes=[in_axis], scan_input_directions=[in_dir],
+                            scan_output_axes=[out_axis], scan_output_directions=[out_dir])
+    m = _graph_model([node], {k: (TensorProto.FLOAT, v) for k, v in feeds.items()}, ["sf", "cf", "ys"],
+                     [helper.make_opsetid("", 17)])
+    path = tmp_path / "scan.onnx"
+    onnx.save(m, path)
+    ref = onnx_reference(path, feeds)
+    out, _ = compile_and_run(path, feeds, tmp_path)
+    for o, r in zip(out, ref):
+        np.testing.assert_allclose(o, r, rtol=1e-6)
+    assert float(out[1]) == 5.0
+
+
+def test_loop_with_a_constant_trip_count_is_unrolled(tmp_path: Path) -> None:
+    """Loop with a constant trip count whose body passes its condition through: unrolled, the
+    iteration number a constant per step, the scan output stacked along a new first axis."""
+    vi = helper.make_tensor_value_info
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+         helper.make_node("Cast", ["i"], ["fi"], to=TensorProto.FLOAT),
+         helper.make_node("Mul", ["v", "fi"], ["w"]), helper.make_node("Add", ["v", "w"], ["v2"]),
+         helper.make_node("Identity", ["w"], ["scan"])], "body",
+        [vi("i", TensorProto.INT64, []), vi("cond_in", TensorProto.BOOL, []), vi("v", TensorProto.FLOAT, [2])],
+        [vi("cond_out", TensorProto.BOOL, []), vi("v2", TensorProto.FLOAT, [2]), vi("scan", TensorProto.FLOAT, [2])])
+    inits = [numpy_helper.from_array(np.array(4, np.int64), "M"), numpy_helper.from_array(np.array(True), "c")]
+    x = np.array([0.5, -1.5], np.float32)
+    m = _graph_model([helper.make_node("Loop", ["M", "c", "x"], ["vf", "all"], body=body)],
+                     {"x": (TensorProto.FLOAT, x)}, ["vf", "all"], [helper.make_opsetid("", 17)], inits)
+    path = tmp_path / "loop.onnx"
+    onnx.save(m, path)
+    ref = onnx_reference(path, {"x": x})
+    out, _ = compile_and_run(path, {"x": x}, tmp_path)
+    assert out[1].shape == (4, 2)
+    for o, r in zip(out, ref):
+        np.testing.assert_allclose(o, r, rtol=1e-6)
+
+
+def test_if_with_a_run_time_condition_selects_between_both_branches(tmp_path: Path) -> None:
+    """If whose condition is an input (torch-mlir lowers it to a select on tensors that halbench
+    cannot run): both branches computed, each output a Where of the two."""
+    vi = helper.make_tensor_value_info
+    then = helper.make_graph([helper.make_node("Mul", ["x", "x"], ["t"])], "then", [], [vi("t", TensorProto.FLOAT, [3])])
+    other = helper.make_graph([helper.make_node("Neg", ["x"], ["e"])], "else", [], [vi("e", TensorProto.FLOAT, [3])])
+    x = np.array([1.5, -2.0, 3.0], np.float32)
+    m = _graph_model([helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other)],
+                     {"c": (TensorProto.BOOL, np.array(True)), "x": (TensorProto.FLOAT, x)}, ["y"],
+                     [helper.make_opsetid("", 17)])
+    path = tmp_path / "if.onnx"
+    onnx.save(m, path)
+    for c in (True, False):
+        feeds = {"c": np.array(c), "x": x}
+        out, _ = compile_and_run(path, feeds, tmp_path)
+        np.testing.assert_array_equal(out[0], onnx_reference(path, feeds)[0])
+
+
 def test_f16_range_counts_in_f32(tmp_path: Path) -> None:
     """An f16 Range (torch-mlir lowers none) as an f32 Range cast to f16, matching the ONNX
     reference implementation."""

@@ -37,6 +37,12 @@ With the static shapes of ONNX shape inference (``rewrite_nodes_with_shapes``):
   sequence lengths read at run time: torch-mlir lowers only the forward direction (to a loop)
   and drops LSTM's peepholes.
 
+After shape folding (``unroll_control_flow``): Scan over a static length, and Loop with a
+constant trip count whose body keeps its condition true, unrolled (at most
+``MAX_UNROLLED_STEPS`` steps): torch-mlir lowers both to loops (scf.for / scf.while), which
+halbench does not run; an If with a constant condition becomes the branch it takes, one with a
+run-time condition a Where of both branches (where they declare the same static shapes).
+
 A node a rewrite cannot take (shapes or types it does not fit, a condition known only at run
 time, a one-hot too large, too many steps) is left as it is, and torch-mlir's lowering or refusal
 applies as before.
@@ -47,7 +53,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["rewrite_nodes_with_shapes", "rewrite_ml_and_training_nodes"]
+__all__ = ["rewrite_ml_and_training_nodes", "rewrite_nodes_with_shapes", "unroll_control_flow"]
 
 _TRAINING = "ai.onnx.preview.training"
 _ML = "ai.onnx.ml"
@@ -848,4 +854,225 @@ def _recurrent(b: _Builder, node: Any, a: dict[str, Any], shapes: dict[str, tupl
             s = b.op("Concat", [b.op("Unsqueeze", [v, f([1 if layout else 0], i64)]) for v in vals],
                      axis=1 if layout else 0)  # D x B x H, or B x D x H
             b.op("Identity", [s], name)
+    return True
+
+
+#: The most steps a Scan or Loop is unrolled over (each step copies the body's nodes)
+MAX_UNROLLED_STEPS = 256
+
+
+def _subgraph_free(body: Any) -> bool:
+    """Whether no node of ``body`` holds a graph of its own (those are not renamed here)."""
+    from onnx import AttributeProto
+
+    return all(at.type not in (AttributeProto.GRAPH, AttributeProto.GRAPHS) for n in body.node for at in n.attribute)
+
+
+def _inline_body(b: _Builder, g: Any, body: Any, bound: dict[str, str], step: int) -> dict[str, str]:
+    """One copy of ``body``'s nodes, its inputs bound to the values in ``bound``; every value the
+    body defines renamed for this step (outer-scope names are read as they are). The body's
+    initializers and Constant nodes become graph initializers. Returns the name map."""
+    from onnx import helper, numpy_helper
+
+    names = dict(bound)
+    for t in body.initializer:
+        names[t.name] = b.const(numpy_helper.to_array(t), numpy_helper.to_array(t).dtype)
+    for sp in body.sparse_initializer:  # (rare) densified
+        arr = numpy_helper.to_array(sp)
+        names[sp.values.name] = b.const(arr, arr.dtype)
+    for n in body.node:
+        for o in n.output:
+            if o:
+                names[o] = f"{b.prefix}_s{step}_{o}"
+        node = helper.make_node(n.op_type, [names.get(v, v) if v else "" for v in n.input],
+                                [names[o] if o else "" for o in n.output], domain=n.domain or None)
+        node.attribute.extend(n.attribute)
+        b.nodes.append(node)
+    return names
+
+
+def unroll_control_flow(model: Any) -> bool:
+    """Scan (opset 9+) over a static scan length and Loop with a constant trip count whose body
+    keeps its condition true, unrolled step by step, and If with a constant condition as its
+    branch; True where any was (see the module's docstring). Others are left to torch-mlir."""
+    import numpy as np
+    from onnx import numpy_helper
+
+    g = model.graph
+    if not any(n.op_type in ("Scan", "Loop", "If") and n.domain in ("", "ai.onnx") for n in g.node):
+        return False
+    opset = next((int(o.version) for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    shapes, _ = _shapes_and_types(model)
+    inits = {t.name: t for t in g.initializer}
+    out, done = [], False
+    for k, node in enumerate(g.node):
+        if node.op_type not in ("Scan", "Loop", "If") or node.domain not in ("", "ai.onnx"):
+            out.append(node)
+            continue
+        b = _Builder(g, f"{node.output[0] or node.op_type}__unroll{k}")
+        a = _attrs(node)
+        n_inits = len(g.initializer)
+        if node.op_type == "If":
+            if not _if_as_branches(b, g, node, a, inits):
+                del g.initializer[n_inits:]  # the constants of a copy that is not used
+                out.append(node)
+                continue
+            out += b.nodes
+            done = True
+            continue
+        body = a.get("body")
+        ok = body is not None and _subgraph_free(body)
+        if ok and node.op_type == "Scan":
+            ok = opset >= 9 and _unroll_scan(b, g, node, a, body, shapes)
+        elif ok:
+            ok = _unroll_loop(b, g, node, body, inits, np, numpy_helper)
+        if not ok:
+            del g.initializer[n_inits:]  # the constants of a copy that is not used
+            out.append(node)
+            continue
+        out += b.nodes
+        done = True
+    del g.node[:]
+    g.node.extend(out)
+    return done
+
+
+def _declared_shape(vi: Any) -> tuple[int, ...] | None:
+    t = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
+    if t is None or not t.HasField("shape") or not t.elem_type:
+        return None
+    dims = [d.dim_value if d.HasField("dim_value") else -1 for d in t.shape.dim]
+    return None if any(d < 0 for d in dims) else (int(t.elem_type), *dims)
+
+
+def _if_as_branches(b: _Builder, g: Any, node: Any, a: dict[str, Any], inits: dict[str, Any]) -> bool:
+    """If with a constant condition: the branch it takes, inlined. With a condition known only
+    at run time (torch-mlir lowers it to a select halbench cannot run): both branches inlined
+    (they have no side effects) and each output a Where of the two, where the branches declare
+    the same static type and shape for it."""
+    from onnx import numpy_helper
+
+    then, other = a.get("then_branch"), a.get("else_branch")
+    if then is None or other is None or not (_subgraph_free(then) and _subgraph_free(other)):
+        return False
+    if len(then.output) != len(node.output) or len(other.output) != len(node.output):
+        return False
+    cond = inits.get(node.input[0])
+    if cond is not None:
+        branch = then if bool(numpy_helper.to_array(cond).reshape(-1)[0]) else other
+        names = _inline_body(b, g, branch, {}, 0)
+        for o, bo in zip(node.output, branch.output):
+            if o:
+                b.op("Identity", [names.get(bo.name, bo.name)], o)
+        return True
+    if any(_declared_shape(t) is None or _declared_shape(t) != _declared_shape(e)
+           for t, e in zip(then.output, other.output)):
+        return False
+    tn, en = _inline_body(b, g, then, {}, 0), _inline_body(b, g, other, {}, 1)
+    c = b.op("Reshape", [node.input[0], b.const([], "int64")])  # (a 1-element condition as a scalar)
+    for o, t, e in zip(node.output, then.output, other.output):
+        if o:
+            b.op("Where", [c, tn.get(t.name, t.name), en.get(e.name, e.name)], o)
+    return True
+
+
+def _unroll_scan(b: _Builder, g: Any, node: Any, a: dict[str, Any], body: Any,
+                 shapes: dict[str, tuple[int, ...]]) -> bool:
+    import numpy as np
+
+    m = int(a.get("num_scan_inputs", 0))
+    n = len(node.input) - m
+    k = len(body.output) - n
+    if m < 1 or n < 0 or k < 0 or len(body.input) != n + m:
+        return False
+    xs = [shapes.get(v) for v in node.input[n:]]
+    if any(s is None or not s for s in xs):
+        return False
+    in_axes = [int(v) % len(s) for v, s in zip(a.get("scan_input_axes", [0] * m), xs)]
+    in_dirs = list(a.get("scan_input_directions", [0] * m))
+    out_dirs = list(a.get("scan_output_directions", [0] * k))
+    lengths = {s[ax] for s, ax in zip(xs, in_axes)}
+    if len(lengths) != 1 or len(in_dirs) != m or len(out_dirs) != k:
+        return False
+    steps = lengths.pop()
+    if not 1 <= steps <= MAX_UNROLLED_STEPS:
+        return False
+    state = list(node.input[:n])
+    per_step: list[list[str]] = [[] for _ in range(k)]
+    for t in range(steps):
+        bound = {body.input[i].name: state[i] for i in range(n)}
+        for j in range(m):
+            at = steps - 1 - t if in_dirs[j] else t
+            bound[body.input[n + j].name] = b.op("Gather", [node.input[n + j], b.const(np.int64(at), np.int64)],
+                                                 axis=in_axes[j])
+        names = _inline_body(b, g, body, bound, t)
+        outs = [names.get(o.name, o.name) for o in body.output]
+        state = outs[:n]
+        for j in range(k):
+            per_step[j].append(outs[n + j])
+    for i in range(n):
+        if node.output[i]:
+            b.op("Identity", [state[i]], node.output[i])
+    out_axes = list(a.get("scan_output_axes", [0] * k))
+    for j in range(k):
+        name = node.output[n + j] if n + j < len(node.output) else ""
+        if not name:
+            continue
+        ax = int(out_axes[j]) if j < len(out_axes) else 0
+        if ax < 0:  # counted from the end of the stacked output: the element's rank + 1
+            t = body.output[n + j].type.tensor_type
+            if not t.HasField("shape"):
+                return False
+            ax += len(t.shape.dim) + 1
+        seq = per_step[j][::-1] if out_dirs[j] else per_step[j]
+        parts = [b.op("Unsqueeze", [v, b.const([ax], np.int64)]) for v in seq]
+        b.op("Concat", parts, name, axis=ax)
+    return True
+
+
+def _unroll_loop(b: _Builder, g: Any, node: Any, body: Any, inits: dict[str, Any], np: Any,
+                 numpy_helper: Any) -> bool:
+    ins = list(node.input)
+    if not ins or not ins[0] or ins[0] not in inits:
+        return False
+    steps = int(numpy_helper.to_array(inits[ins[0]]).reshape(-1)[0])
+    if not 1 <= steps <= MAX_UNROLLED_STEPS:
+        return False
+    if len(ins) > 1 and ins[1] and (ins[1] not in inits or not bool(numpy_helper.to_array(inits[ins[1]]).reshape(-1)[0])):
+        return False  # a condition not known to start true
+    carried = ins[2:]
+    n = len(carried)
+    k = len(body.output) - 1 - n
+    if len(body.input) != 2 + n or k < 0:
+        return False
+    # the body must keep its condition true: its cond output is its cond input (or an Identity
+    # of it) or a constant true
+    cond_in, cond_out = body.input[1].name, body.output[0].name
+    producers = {o: nd for nd in body.node for o in nd.output}
+    src = cond_out
+    while src in producers and producers[src].op_type == "Identity":
+        src = producers[src].input[0]
+    const_true = (src in {t.name for t in body.initializer}
+                  and bool(numpy_helper.to_array(next(t for t in body.initializer if t.name == src)).reshape(-1)[0]))
+    if src != cond_in and not const_true:
+        return False
+    state = carried
+    per_step: list[list[str]] = [[] for _ in range(k)]
+    for t in range(steps):
+        bound = {body.input[0].name: b.const(np.int64(t), np.int64),
+                 body.input[1].name: b.const(np.bool_(True), np.bool_)}
+        bound.update({body.input[2 + i].name: state[i] for i in range(n)})
+        names = _inline_body(b, g, body, bound, t)
+        outs = [names.get(o.name, o.name) for o in body.output]
+        state = outs[1:1 + n]
+        for j in range(k):
+            per_step[j].append(outs[1 + n + j])
+    for i in range(n):
+        if i < len(node.output) and node.output[i]:
+            b.op("Identity", [state[i]], node.output[i])
+    for j in range(k):
+        name = node.output[n + j] if n + j < len(node.output) else ""
+        if name:
+            parts = [b.op("Unsqueeze", [v, b.const([0], np.int64)]) for v in per_step[j]]
+            b.op("Concat", parts, name, axis=0)
     return True

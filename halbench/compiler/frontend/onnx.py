@@ -48,8 +48,9 @@ def prepare_model(model: Any, input_shapes: dict[str, tuple[int, ...]],
     import onnx
 
     from halbench.compiler.frontend.node_rewrites import (
-        rewrite_nodes_with_shapes,
         rewrite_ml_and_training_nodes,
+        rewrite_nodes_with_shapes,
+        unroll_control_flow,
     )
 
     opset = _default_opset(model)
@@ -113,6 +114,8 @@ def prepare_model(model: Any, input_shapes: dict[str, tuple[int, ...]],
     rewrite_nodes_with_shapes(model)
     # Shape arithmetic on static shapes becomes constants, so every tensor has a known rank.
     model = fold_shape_computations(model)
+    if unroll_control_flow(model):  # (a Loop's trip count may be a folded constant)
+        model = fold_shape_computations(model)
     _resize_axes_to_full_rank(model.graph)
     _lppool_as_average(model.graph)
     _matmul_vectors_as_matrices(model.graph)
@@ -841,20 +844,40 @@ COMPILE_TIME_OPERANDS: dict[str, tuple[int, ...]] = {
     "ReduceL1": (1,), "ReduceL2": (1,), "ReduceLogSum": (1,), "ReduceLogSumExp": (1,),
     "ReduceSumSquare": (1,), "QuantizeLinear": (1, 2), "DequantizeLinear": (1, 2),
     "QLinearMatMul": (1, 2, 4, 5, 6, 7), "QLinearConv": (1, 2, 4, 5, 6, 7), "ConvInteger": (2, 3),
-    "MatMulInteger": (2, 3), "Dropout": (1, 2),
+    "MatMulInteger": (2, 3), "Dropout": (1, 2), "Loop": (0, 1),
 }
 
 
 def compile_time_inputs(model: Any) -> list[str]:
-    """The graph inputs that feed a compile-time operand (see COMPILE_TIME_OPERANDS) directly."""
-    inputs = {i.name for i in model.graph.input} - {t.name for t in model.graph.initializer}
+    """The graph inputs that feed a compile-time operand (see COMPILE_TIME_OPERANDS), directly or
+    through the values computed from them (a Loop's trip count from a Range's bounds); a Shape or
+    Size node reads only its input's shape, so the trail stops there."""
+    g = model.graph
+    inputs = {i.name for i in g.input} - {t.name for t in g.initializer}
+    producer = {o: n for n in g.node for o in n.output if o}
     out: list[str] = []
-    for node in model.graph.node:
+    seen: set[str] = set()
+
+    def trace(v: str) -> None:
+        stack = [v]
+        while stack:
+            v = stack.pop()
+            if not v or v in seen:
+                continue
+            seen.add(v)
+            if v in inputs:
+                out.append(v)
+                continue
+            n = producer.get(v)
+            if n is not None and n.domain in ("", "ai.onnx") and n.op_type not in ("Shape", "Size"):
+                stack.extend(n.input)
+
+    for node in g.node:
         if node.domain not in ("", "ai.onnx"):
             continue
         for k in COMPILE_TIME_OPERANDS.get(node.op_type, ()):
-            if k < len(node.input) and node.input[k] in inputs and node.input[k] not in out:
-                out.append(node.input[k])
+            if k < len(node.input):
+                trace(node.input[k])
     return out
 
 
@@ -993,6 +1016,7 @@ def load_onnx(path: Path, input_shapes: dict[str, tuple[int, ...]], input_values
     input_names = [i.name for i in model.graph.input]
     output_names = [names.get(o.name, o.name) for o in model.graph.output]
     t1 = time.perf_counter()
+    from halbench.compiler.frontend.node_rewrites import unroll_control_flow
     from halbench.compiler.frontend.onnx_functions import ALWAYS_EXPAND, expand_functions
 
     module = None
@@ -1007,7 +1031,10 @@ def load_onnx(path: Path, input_shapes: dict[str, tuple[int, ...]], input_values
                 notes.append(f"expanded {', '.join(sorted(expanded))} into the ONNX standard's function "
                              f"bodies (torch-mlir does not lower them)")
                 _constants_to_initializers(model.graph)
-                model = _name_resources(fold_shape_computations(model), names, arrays)
+                model = fold_shape_computations(model)
+                if unroll_control_flow(model):  # a function body's Scan / Loop
+                    model = fold_shape_computations(model)
+                model = _name_resources(model, names, arrays)
         if module is not None and not expanded:
             break
         module = _import(model, path)
