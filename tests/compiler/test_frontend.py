@@ -482,6 +482,59 @@ def test_if_with_a_run_time_condition_selects_between_both_branches(tmp_path: Pa
         np.testing.assert_array_equal(out[0], onnx_reference(path, feeds)[0])
 
 
+@pytest.mark.parametrize("shape,axis,inverse,onesided,length", [
+    ((2, 12, 3, 1), 1, 0, 0, None),  # real signal
+    ((2, 5, 8, 2), 2, 0, 0, 6),  # complex, cut to 6 points
+    ((1, 9, 4, 1), 1, 0, 1, 12),  # onesided, zero-padded to 12: 7 frequencies
+    ((2, 7, 3, 2), 1, 1, 0, None),  # inverse
+    ((1, 6, 4, 2), 1, 1, 1, None),  # inverse onesided: 10 real points
+    ((1, 5, 3, 2), 1, 1, 1, 9),  # ... of an odd length
+])
+def test_dft_matches_numpy(tmp_path: Path, shape, axis, inverse, onesided, length) -> None:
+    """DFT (torch-mlir has no pattern) as matrix products with cosine / sine tables, against
+    numpy's FFT (what the ONNX reference runs) in float64."""
+    x = _rand(np.random.default_rng(19), shape)
+    inits = [numpy_helper.from_array(np.array(axis, np.int64), "axis")]
+    ins = ["x", "", "axis"]
+    if length is not None:
+        inits.append(numpy_helper.from_array(np.array(length, np.int64), "n"))
+        ins[1] = "n"
+    m = _graph_model([helper.make_node("DFT", ins, ["y"], inverse=inverse, onesided=onesided)],
+                     {"x": (TensorProto.FLOAT, x)}, ["y"], [helper.make_opsetid("", 20)], inits)
+    path = tmp_path / "dft.onnx"
+    onnx.save(m, path)
+    z = x[..., 0].astype(np.float64) + (1j * x[..., 1] if shape[-1] == 2 else 0)
+    n = length or (2 * (shape[axis] - 1) if inverse and onesided else shape[axis])
+    if inverse and onesided:
+        want = np.fft.irfft(z, n=n, axis=axis)[..., None]
+    else:
+        r = np.fft.ifft(z, n=n, axis=axis) if inverse else np.fft.fft(z, n=n, axis=axis)
+        if onesided:
+            r = np.take(r, np.arange(n // 2 + 1), axis=axis)
+        want = np.stack([r.real, r.imag], axis=-1)
+    out, _ = compile_and_run(path, {"x": x}, tmp_path)
+    assert out[0].shape == want.shape
+    np.testing.assert_allclose(out[0], want, rtol=1e-4, atol=1e-5)
+
+
+def test_stft_matches_the_reference(tmp_path: Path) -> None:
+    """STFT (torch-mlir has no pattern): frames gathered at compile-time indices, the window
+    given at run time, their onesided DFT; against the ONNX reference implementation."""
+    from onnx.reference import ReferenceEvaluator
+
+    rng = np.random.default_rng(20)
+    feeds = {"s": _rand(rng, (2, 50, 1)), "w": np.hanning(12).astype(np.float32)}
+    m = _graph_model([helper.make_node("STFT", ["s", "step", "w"], ["y"])],
+                     {"s": (TensorProto.FLOAT, feeds["s"]), "w": (TensorProto.FLOAT, feeds["w"])}, ["y"],
+                     [helper.make_opsetid("", 17)], [numpy_helper.from_array(np.array(5, np.int64), "step")])
+    path = tmp_path / "stft.onnx"
+    onnx.save(m, path)
+    ref = ReferenceEvaluator(m).run(None, feeds)[0]
+    out, _ = compile_and_run(path, feeds, tmp_path)
+    assert out[0].shape == ref.shape == (2, 8, 7, 2)
+    np.testing.assert_allclose(out[0], ref, rtol=1e-4, atol=1e-5)
+
+
 def test_f16_range_counts_in_f32(tmp_path: Path) -> None:
     """An f16 Range (torch-mlir lowers none) as an f32 Range cast to f16, matching the ONNX
     reference implementation."""

@@ -27,6 +27,8 @@ With the static shapes of ONNX shape inference (``rewrite_nodes_with_shapes``):
   Gather of the taps at compile-time indices (clamped: the edge repeats), weighted by
   compile-time coefficients and summed, the extrapolation value where tf_crop_and_resize falls
   outside the input;
+* DFT (forward, inverse, onesided, inverse onesided) as matrix products with compile-time cosine
+  and sine tables, and STFT as compile-time frame gathers, the window, and that DFT;
 * TensorScatter (a KV cache's update, linear or circular) as a select between the cache and the
   update row each position takes;
 * GridSample (4-D and 5-D; nearest, linear, and cubic on 4-D; every padding mode) as gathers from
@@ -270,11 +272,12 @@ def rewrite_nodes_with_shapes(model: Any) -> None:
         or (n.op_type == "ScatterElements" and _attrs(n).get("reduction", b"none") in (b"max", b"min"))
         or (n.op_type == "Resize" and (_attrs(n).get("keep_aspect_ratio_policy", b"stretch") != b"stretch"
                                        or _resize_by_tables_wanted(_attrs(n))))
-        or n.op_type in ("GridSample", "TensorScatter", "RNN", "GRU", "LSTM"))]
+        or n.op_type in ("GridSample", "TensorScatter", "DFT", "STFT", "RNN", "GRU", "LSTM"))]
     if not todo:
         return
     inits = {t.name: t for t in g.initializer}
     shapes, types = _shapes_and_types(model)
+    opset = next((int(o.version) for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
     out = []
     for k, node in enumerate(g.node):
         if node not in todo:
@@ -308,6 +311,14 @@ def rewrite_nodes_with_shapes(model: Any) -> None:
         elif node.op_type in ("RNN", "GRU", "LSTM"):
             floats = [v for k, v in enumerate(node.input) if v and k != 4]  # all but sequence_lens
             if any(types.get(v) not in (None, 1) for v in floats) or not _recurrent(b, node, a, shapes):
+                out.append(node)
+                continue
+        elif node.op_type in ("DFT", "STFT"):
+            xs_ = shapes.get(node.input[0])
+            if types.get(node.input[0]) != 1 or not (
+                    _dft_node(b, node, a, xs_, inits, where, opset) if node.op_type == "DFT" else
+                    _stft_node(b, node, a, xs_, inits, where, opset,
+                               shapes.get(node.input[2]) if len(node.input) > 2 and node.input[2] else None)):
                 out.append(node)
                 continue
         elif node.op_type == "TensorScatter":
@@ -556,6 +567,139 @@ def _resize_by_tables(b: _Builder, node: Any, a: dict[str, Any], xs: tuple[int, 
             got = b.op("Where", [b.const(mask, np.bool_), b.const(np.float32(extrap)), got])
         cur, shape[ax] = got, n
     b.op("Identity", [cur], node.output[0])
+    return True
+
+
+def _const_int(inits: dict[str, Any], node: Any, k: int) -> int | None | bool:
+    """Input ``k`` of ``node`` as a constant integer; None where absent, False where not constant."""
+    from onnx import numpy_helper
+
+    if len(node.input) <= k or not node.input[k]:
+        return None
+    if node.input[k] not in inits:
+        return False
+    return int(numpy_helper.to_array(inits[node.input[k]]).reshape(-1)[0])
+
+
+def _dft(b: _Builder, x: str, xs: tuple[int, ...], ax: int, n: int, inverse: bool, onesided: bool) -> str:
+    """The DFT of ``x`` ([..., 1 | 2]: real, or real and imaginary parts) along ``ax`` over ``n``
+    points (the signal cut or zero-padded to n), as matrix products with compile-time cosine and
+    sine tables (f32, as every GEMM; tables computed in f64): forward (``onesided``: the first n / 2 + 1 frequencies), inverse (scaled by 1 / n),
+    or inverse onesided (a real signal of n points from its first n / 2 + 1 frequencies, the
+    others their conjugates). Returns the [..., 2] (or [..., 1]) result's name."""
+    import numpy as np
+
+    rank = len(xs) - 1  # without the component axis
+    length = xs[ax]
+    complex_in = xs[-1] == 2
+    parts = [b.op("Gather", [x, b.const(np.int64(c), np.int64)], axis=rank) for c in range(xs[-1])]
+    perm = [d for d in range(rank) if d != ax] + [ax]
+    back = list(np.argsort(perm))
+    parts = [b.op("Transpose", [p_], perm=perm) for p_ in parts]  # the signal axis last
+    if inverse and onesided:
+        rows, cols = min(length, n // 2 + 1), n
+    else:
+        rows, cols = min(length, n), (n // 2 + 1 if onesided and not inverse else n)
+    k = np.arange(rows, dtype=np.float64)[:, None]
+    j = np.arange(cols, dtype=np.float64)[None, :]
+    ang = 2 * np.pi * k * j / n
+    cos, sin = np.zeros((length, cols)), np.zeros((length, cols))
+    cos[:rows], sin[:rows] = np.cos(ang), np.sin(ang)
+
+    def mm(v: str, table: Any) -> str:
+        return b.op("MatMul", [v, b.const(table.astype(np.float32))])
+
+    def add(u: str | None, v: str) -> str:
+        return v if u is None else b.op("Add", [u, v])
+
+    re_, im_ = parts[0], parts[1] if complex_in else None
+    if inverse and onesided:
+        w = np.full((length, 1), 2.0)
+        w[0] = 1.0
+        if n % 2 == 0 and n // 2 < length:
+            w[n // 2] = 1.0
+        real = mm(re_, cos * w / n)
+        if im_ is not None:
+            real = add(real, mm(im_, -sin * w / n))
+        out = [real]
+    elif inverse:  # x = (X e^{+i...}) / n
+        real, imag = mm(re_, cos / n), mm(re_, sin / n)
+        if im_ is not None:
+            real, imag = add(real, mm(im_, -sin / n)), add(imag, mm(im_, cos / n))
+        out = [real, imag]
+    else:  # X = x e^{-i...}
+        real, imag = mm(re_, cos), mm(re_, -sin)
+        if im_ is not None:
+            real, imag = add(real, mm(im_, sin)), add(imag, mm(im_, cos))
+        out = [real, imag]
+    out = [b.op("Unsqueeze", [b.op("Transpose", [v], perm=[int(d) for d in back]), b.const([rank], np.int64)])
+           for v in out]
+    return out[0] if len(out) == 1 else b.op("Concat", out, axis=rank)
+
+
+def _dft_node(b: _Builder, node: Any, a: dict[str, Any], xs: tuple[int, ...] | None, inits: dict[str, Any],
+              where: str, opset: int) -> bool:
+    """DFT (torch-mlir has no pattern) through _dft; False (node kept) where the shape, length or
+    axis is not known at compile time."""
+    from halbench.errors import CompileError
+
+    if xs is None or len(xs) < 3 or xs[-1] not in (1, 2):
+        return False
+    n, ax = _const_int(inits, node, 1), (_const_int(inits, node, 2) if opset >= 20 else int(a.get("axis", 1)))
+    if n is False or ax is False:
+        return False
+    if ax is None:
+        ax = -2
+    if not -len(xs) <= ax < len(xs) or ax % len(xs) in (0, len(xs) - 1):
+        raise CompileError(f"{where}: axis {ax} is not a signal axis of a rank-{len(xs)} input (not the batch, "
+                           f"not the last, real / imaginary axis); fix the axis")
+    ax %= len(xs)
+    inverse, onesided = bool(a.get("inverse", 0)), bool(a.get("onesided", 0))
+    if n is None:
+        n = 2 * (xs[ax] - 1) if inverse and onesided else xs[ax]
+    if n < 1:
+        raise CompileError(f"{where}: a DFT length of {n}; give a positive dft_length")
+    if onesided and not inverse and xs[-1] == 2:
+        raise CompileError(f"{where}: a onesided DFT takes a real signal, not a complex one; set onesided=0")
+    b.op("Identity", [_dft(b, node.input[0], xs, ax, n, inverse, onesided)], node.output[0])
+    return True
+
+
+def _stft_node(b: _Builder, node: Any, a: dict[str, Any], xs: tuple[int, ...] | None, inits: dict[str, Any],
+               where: str, opset: int, wshape: tuple[int, ...] | None = None) -> bool:
+    """STFT (torch-mlir has no pattern): the frames gathered at compile-time indices ([batch,
+    frames, frame length, 1 | 2]), weighted by the window, and their DFT along the frame
+    (_dft); False (node kept) where the shapes, step, window or length are not constant."""
+    import numpy as np
+    from onnx import numpy_helper
+
+    from halbench.errors import CompileError
+
+    if xs is None or len(xs) != 3 or xs[-1] not in (1, 2):
+        return False
+    step, n = _const_int(inits, node, 1), _const_int(inits, node, 3)
+    win = node.input[2] if len(node.input) > 2 and node.input[2] else None
+    ws = None if win is None else (tuple(numpy_helper.to_array(inits[win]).shape) if win in inits else wshape)
+    if step is False or step is None or n is False or (win is not None and (ws is None or len(ws) != 1)):
+        return False
+    if n is None:
+        if win is None:
+            raise CompileError(f"{where}: neither a window nor a frame_length; give one of them")
+        n = int(ws[0])
+    if win is not None and ws[0] != n:
+        raise CompileError(f"{where}: a window of {ws[0]} for frames of {n}; give a window as long as a frame")
+    if step < 1 or n < 1 or n > xs[1]:
+        raise CompileError(f"{where}: frames of {n} every {step} over a signal of {xs[1]}; give a positive step "
+                           f"and frames no longer than the signal")
+    frames = 1 + (xs[1] - n) // step
+    idx = (np.arange(frames)[:, None] * step + np.arange(n)[None, :]).astype(np.int64)
+    framed = b.op("Gather", [node.input[0], b.const(idx, np.int64)], axis=1)  # [batch, frames, n, c]
+    if win is not None:  # (a constant window or one given at run time)
+        framed = b.op("Mul", [framed, b.op("Reshape", [win, b.const([1, 1, n, 1], np.int64)])])
+    onesided = bool(a.get("onesided", 1))
+    if onesided and xs[-1] == 2:
+        raise CompileError(f"{where}: a onesided STFT takes a real signal, not a complex one; set onesided=0")
+    b.op("Identity", [_dft(b, framed, (xs[0], frames, n, xs[-1]), 2, n, False, onesided)], node.output[0])
     return True
 
 
