@@ -849,9 +849,10 @@ COMPILE_TIME_OPERANDS: dict[str, tuple[int, ...]] = {
 
 
 def compile_time_inputs(model: Any) -> list[str]:
-    """The graph inputs that feed a compile-time operand (see COMPILE_TIME_OPERANDS), directly or
-    through the values computed from them (a Loop's trip count from a Range's bounds); a Shape or
-    Size node reads only its input's shape, so the trail stops there."""
+    """The graph inputs that feed a compile-time operand (see COMPILE_TIME_OPERANDS), directly or,
+    for operands that set shapes, through the values computed from them (a Loop's trip count from
+    a Range's bounds); a Shape or Size node reads only its input's shape, so the trail stops
+    there."""
     g = model.graph
     inputs = {i.name for i in g.input} - {t.name for t in g.initializer}
     producer = {o: n for n in g.node for o in n.output if o}
@@ -876,9 +877,21 @@ def compile_time_inputs(model: Any) -> list[str]:
         if node.domain not in ("", "ai.onnx"):
             continue
         for k in COMPILE_TIME_OPERANDS.get(node.op_type, ()):
-            if k < len(node.input):
+            if k >= len(node.input):
+                continue
+            if node.op_type in _VALUE_OPERANDS:  # (dynamic quantization computes its scale from the data)
+                v = node.input[k]
+                if v in inputs and v not in out:
+                    out.append(v)
+            else:
                 trace(node.input[k])
     return out
+
+
+#: Ops whose compile-time operands are values, not shapes (a quantization's scale, a dropout's
+#: ratio): only a graph input given there directly is frozen, not the data it may be computed from.
+_VALUE_OPERANDS = frozenset({"QuantizeLinear", "DequantizeLinear", "QLinearMatMul", "QLinearConv", "ConvInteger",
+                             "MatMulInteger", "Dropout"})
 
 
 def _node_label(node: Any, opset: int) -> str:
