@@ -535,6 +535,48 @@ def test_stft_matches_the_reference(tmp_path: Path) -> None:
     np.testing.assert_allclose(out[0], ref, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("groups,bias", [(2, False), (3, True)])
+def test_grouped_conv_transpose_matches_onnxruntime(tmp_path: Path, groups, bias) -> None:
+    """ConvTranspose with groups (torch-mlir's lowering fails) as one per group, concatenated."""
+    rng = np.random.default_rng(21)
+    x = _rand(rng, (2, 2 * groups, 4, 5))
+    inits = [numpy_helper.from_array(_rand(rng, (2 * groups, 3, 3, 2)), "w")]
+    ins = ["x", "w"]
+    if bias:
+        inits.append(numpy_helper.from_array(_rand(rng, (3 * groups,)), "b"))
+        ins.append("b")
+    m = _graph_model([helper.make_node("ConvTranspose", ins, ["y"], group=groups, strides=[2, 1], pads=[1, 0, 1, 0])],
+                     {"x": (TensorProto.FLOAT, x)}, ["y"], [helper.make_opsetid("", 17)], inits)
+    path = tmp_path / "ct.onnx"
+    onnx.save(m, path)
+    ref = onnx_reference(path, {"x": x})[0]
+    out, _ = compile_and_run(path, {"x": x}, tmp_path)
+    np.testing.assert_allclose(out[0], ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("op", ["QuantizeLinear", "DequantizeLinear"])
+def test_blocked_quantization_matches_the_reference(tmp_path: Path, op) -> None:
+    """Quantize / DequantizeLinear with blocked scales (torch-mlir has no pattern) as their
+    formulas, each scale repeated over its block of 3 along axis 1 (the last block short)."""
+    from onnx.reference import ReferenceEvaluator
+
+    rng = np.random.default_rng(22)
+    x = (rng.uniform(-200, 200, (2, 8)).astype(np.float32) if op == "QuantizeLinear"
+         else rng.integers(-128, 128, (2, 8)).astype(np.int8))
+    scale = rng.uniform(0.5, 2.0, (2, 3)).astype(np.float32)
+    zp = rng.integers(-5, 5, (2, 3)).astype(np.int8)
+    m = _graph_model([helper.make_node(op, ["x", "s", "z"], ["y"], axis=1, block_size=3)],
+                     {"x": (TensorProto.FLOAT if op == "QuantizeLinear" else TensorProto.INT8, x)}, ["y"],
+                     [helper.make_opsetid("", 21)], [numpy_helper.from_array(scale, "s"), numpy_helper.from_array(zp, "z")])
+    m.graph.output[0].type.tensor_type.elem_type = TensorProto.INT8 if op == "QuantizeLinear" else TensorProto.FLOAT
+    path = tmp_path / "q.onnx"
+    onnx.save(m, path)
+    ref = ReferenceEvaluator(m).run(None, {"x": x})[0]
+    out, _ = compile_and_run(path, {"x": x}, tmp_path)
+    assert out[0].dtype == ref.dtype
+    np.testing.assert_array_equal(out[0], ref)
+
+
 def test_f16_range_counts_in_f32(tmp_path: Path) -> None:
     """An f16 Range (torch-mlir lowers none) as an f32 Range cast to f16, matching the ONNX
     reference implementation."""

@@ -29,6 +29,8 @@ With the static shapes of ONNX shape inference (``rewrite_nodes_with_shapes``):
   outside the input;
 * DFT (forward, inverse, onesided, inverse onesided) as matrix products with compile-time cosine
   and sine tables, and STFT as compile-time frame gathers, the window, and that DFT;
+* ConvTranspose with groups as one per group (torch-mlir's lowering of groups fails);
+* QuantizeLinear / DequantizeLinear with blocked scales as their formulas;
 * TensorScatter (a KV cache's update, linear or circular) as a select between the cache and the
   update row each position takes;
 * GridSample (4-D and 5-D; nearest, linear, and cubic on 4-D; every padding mode) as gathers from
@@ -272,7 +274,9 @@ def rewrite_nodes_with_shapes(model: Any) -> None:
         or (n.op_type == "ScatterElements" and _attrs(n).get("reduction", b"none") in (b"max", b"min"))
         or (n.op_type == "Resize" and (_attrs(n).get("keep_aspect_ratio_policy", b"stretch") != b"stretch"
                                        or _resize_by_tables_wanted(_attrs(n))))
-        or n.op_type in ("GridSample", "TensorScatter", "DFT", "STFT", "RNN", "GRU", "LSTM"))]
+        or n.op_type in ("GridSample", "TensorScatter", "DFT", "STFT", "RNN", "GRU", "LSTM")
+        or (n.op_type == "ConvTranspose" and int(_attrs(n).get("group", 1)) > 1)
+        or n.op_type in ("QuantizeLinear", "DequantizeLinear"))]
     if not todo:
         return
     inits = {t.name: t for t in g.initializer}
@@ -311,6 +315,14 @@ def rewrite_nodes_with_shapes(model: Any) -> None:
         elif node.op_type in ("RNN", "GRU", "LSTM"):
             floats = [v for k, v in enumerate(node.input) if v and k != 4]  # all but sequence_lens
             if any(types.get(v) not in (None, 1) for v in floats) or not _recurrent(b, node, a, shapes):
+                out.append(node)
+                continue
+        elif node.op_type == "ConvTranspose":
+            if not _grouped_conv_transpose(b, node, a, shapes.get(node.input[0]), shapes.get(node.input[1])):
+                out.append(node)
+                continue
+        elif node.op_type in ("QuantizeLinear", "DequantizeLinear"):
+            if not _quantize_linear(b, node, a, shapes, types, where):
                 out.append(node)
                 continue
         elif node.op_type in ("DFT", "STFT"):
@@ -567,6 +579,91 @@ def _resize_by_tables(b: _Builder, node: Any, a: dict[str, Any], xs: tuple[int, 
             got = b.op("Where", [b.const(mask, np.bool_), b.const(np.float32(extrap)), got])
         cur, shape[ax] = got, n
     b.op("Identity", [cur], node.output[0])
+    return True
+
+
+def _grouped_conv_transpose(b: _Builder, node: Any, a: dict[str, Any], xs: tuple[int, ...] | None,
+                            ws: tuple[int, ...] | None) -> bool:
+    """ConvTranspose with groups (torch-mlir's lowering builds a wrong collapse for them) as one
+    ConvTranspose per group on its split of the input channels, filter (and bias), concatenated
+    along the channels. False (node kept) for unknown shapes or channels the groups do not divide."""
+    groups = int(a.get("group", 1))
+    if xs is None or ws is None or len(xs) < 3 or xs[1] % groups or ws[0] != xs[1]:
+        return False
+    split_x = b.op("Split", [node.input[0], b.const([xs[1] // groups] * groups, "int64")], axis=1)
+    xs_g = [f"{split_x}_g{i}" for i in range(groups)]
+    b.nodes[-1].ClearField("output")
+    b.nodes[-1].output.extend(xs_g)
+    ws_g = [f"{b.prefix}_w{i}" for i in range(groups)]
+    b.op("Split", [node.input[1], b.const([ws[0] // groups] * groups, "int64")], axis=0)
+    b.nodes[-1].ClearField("output")
+    b.nodes[-1].output.extend(ws_g)
+    bias = node.input[2] if len(node.input) > 2 and node.input[2] else None
+    bs_g: list[str | None] = [None] * groups
+    if bias is not None:
+        bs_g = [f"{b.prefix}_b{i}" for i in range(groups)]
+        b.op("Split", [bias, b.const([ws[1]] * groups, "int64")], axis=0)
+        b.nodes[-1].ClearField("output")
+        b.nodes[-1].output.extend(bs_g)
+    keep = {k: v for k, v in a.items() if k != "group"}
+    parts = [b.op("ConvTranspose", [x, w] + ([bb] if bb else []), **keep) for x, w, bb in zip(xs_g, ws_g, bs_g)]
+    b.op("Concat", parts, node.output[0], axis=1)
+    return True
+
+
+#: Integer element types (TensorProto enum) -> their (lowest, highest) values
+_INT_RANGES = {2: (0, 255), 3: (-128, 127), 5: (-32768, 32767)}
+
+
+def _quantize_linear(b: _Builder, node: Any, a: dict[str, Any], shapes: dict[str, tuple[int, ...]],
+                     types: dict[str, int], where: str) -> bool:
+    """QuantizeLinear / DequantizeLinear with blocked scales (torch-mlir has no pattern for them)
+    as their formulas: y = saturate(round_half_even(x / scale) + zero_point) and
+    y = (x - zero_point) * scale, a per-axis scale shaped to broadcast along ``axis``, a blocked
+    one repeated ``block_size`` times along it (a Gather of index // block_size). Others (per
+    tensor or per axis) are left to torch-mlir, which lowers them, and 16-bit unsigned ones to its
+    refusal (torch has no uint16 tensors)."""
+    import numpy as np
+
+    from halbench.errors import CompileError
+
+    x, scale = node.input[0], node.input[1]
+    zp = node.input[2] if len(node.input) > 2 and node.input[2] else None
+    quant = node.op_type == "QuantizeLinear"
+    block = int(a.get("block_size", 0))
+    qtype = types.get(zp) if zp else (int(a.get("output_dtype", 0)) or 2) if quant else types.get(x)
+    if not block or qtype not in (2, 3, 5):
+        return False  # per tensor / per axis: torch-mlir's pattern; 16-bit unsigned: torch-mlir has no such type
+    xs, ss = shapes.get(x), shapes.get(scale)
+    if xs is None or ss is None:
+        return False
+    rank = len(xs)
+    axis = int(a.get("axis", 1)) % max(rank, 1)
+
+    def shaped(v: str) -> str:
+        if block:
+            if len(ss) != rank or ss[axis] * block < xs[axis]:
+                raise CompileError(f"{where}: a blocked scale of shape {list(ss)} does not cover an input of shape "
+                                   f"{list(xs)} in blocks of {block} along axis {axis}; fix the scale's shape")
+            return b.op("Gather", [v, b.const(np.arange(xs[axis]) // block, np.int64)], axis=axis)
+        if len(ss) == 1 and rank > 1 and ss[0] == xs[axis] and ss[0] != 1:  # per axis
+            return b.op("Reshape", [v, b.const([xs[axis] if d == axis else 1 for d in range(rank)], np.int64)])
+        return v
+
+    s_ = shaped(scale)
+    z = b.op("Cast", [shaped(zp)], to=1) if zp else None
+    if quant:
+        q = b.op("Round", [b.op("Div", [b.op("Cast", [x], to=1), b.op("Cast", [s_], to=1)])])
+        if z is not None:
+            q = b.op("Add", [q, z])
+        lo, hi = _INT_RANGES[qtype]
+        q = b.op("Clip", [q, b.const(np.float32(lo)), b.const(np.float32(hi))])
+        b.op("Cast", [q], node.output[0], to=qtype)
+    else:
+        d = b.op("Cast", [x], to=1)
+        if z is not None:
+            d = b.op("Sub", [d, z])
+        b.op("CastLike", [b.op("Mul", [d, b.op("Cast", [s_], to=1)]), scale], node.output[0])
     return True
 
 
