@@ -577,6 +577,27 @@ def test_blocked_quantization_matches_the_reference(tmp_path: Path, op) -> None:
     np.testing.assert_array_equal(out[0], ref)
 
 
+def test_col2im_matches_torch_fold(tmp_path: Path) -> None:
+    """Col2Im (torch-mlir lowers none here) as compile-time gathers, against PyTorch's fold (an
+    implementation nobody here wrote), with strides, dilations and uneven pads."""
+    torch = pytest.importorskip("torch")
+    img, blk, st, dil, pads = [7, 9], [2, 3], [2, 1], [1, 2], [1, 0, 0, 2]
+    padded = [img[i] + pads[i] + pads[2 + i] for i in range(2)]
+    nb = [(padded[i] - (dil[i] * (blk[i] - 1) + 1)) // st[i] + 1 for i in range(2)]
+    x = _rand(np.random.default_rng(23), (2, 3 * 6, nb[0] * nb[1]))
+    m = _graph_model([helper.make_node("Col2Im", ["x", "img", "blk"], ["y"], strides=st, dilations=dil, pads=pads)],
+                     {"x": (TensorProto.FLOAT, x)}, ["y"], [helper.make_opsetid("", 18)],
+                     [numpy_helper.from_array(np.array(img, np.int64), "img"),
+                      numpy_helper.from_array(np.array(blk, np.int64), "blk")])
+    path = tmp_path / "c2i.onnx"
+    onnx.save(m, path)
+    # fold over the padded image (torch pads both sides alike), then cut the pads away
+    full = torch.nn.functional.fold(torch.from_numpy(x), padded, blk, dilation=dil, stride=st).numpy()
+    want = full[:, :, pads[0]:pads[0] + img[0], pads[1]:pads[1] + img[1]]
+    out, _ = compile_and_run(path, {"x": x}, tmp_path)
+    np.testing.assert_allclose(out[0], want, rtol=1e-5, atol=1e-6)
+
+
 def test_f16_range_counts_in_f32(tmp_path: Path) -> None:
     """An f16 Range (torch-mlir lowers none) as an f32 Range cast to f16, matching the ONNX
     reference implementation."""

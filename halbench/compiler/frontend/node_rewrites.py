@@ -29,6 +29,7 @@ With the static shapes of ONNX shape inference (``rewrite_nodes_with_shapes``):
   outside the input;
 * DFT (forward, inverse, onesided, inverse onesided) as matrix products with compile-time cosine
   and sine tables, and STFT as compile-time frame gathers, the window, and that DFT;
+* Col2Im (N-D) as a gather of each image element's column elements at compile-time indices;
 * ConvTranspose with groups as one per group (torch-mlir's lowering of groups fails);
 * QuantizeLinear / DequantizeLinear with blocked scales as their formulas;
 * TensorScatter (a KV cache's update, linear or circular) as a select between the cache and the
@@ -276,7 +277,7 @@ def rewrite_nodes_with_shapes(model: Any) -> None:
                                        or _resize_by_tables_wanted(_attrs(n))))
         or n.op_type in ("GridSample", "TensorScatter", "DFT", "STFT", "RNN", "GRU", "LSTM")
         or (n.op_type == "ConvTranspose" and int(_attrs(n).get("group", 1)) > 1)
-        or n.op_type in ("QuantizeLinear", "DequantizeLinear"))]
+        or n.op_type in ("QuantizeLinear", "DequantizeLinear", "Col2Im"))]
     if not todo:
         return
     inits = {t.name: t for t in g.initializer}
@@ -315,6 +316,10 @@ def rewrite_nodes_with_shapes(model: Any) -> None:
         elif node.op_type in ("RNN", "GRU", "LSTM"):
             floats = [v for k, v in enumerate(node.input) if v and k != 4]  # all but sequence_lens
             if any(types.get(v) not in (None, 1) for v in floats) or not _recurrent(b, node, a, shapes):
+                out.append(node)
+                continue
+        elif node.op_type == "Col2Im":
+            if not _col2im(b, node, a, shapes.get(node.input[0]), inits, where):
                 out.append(node)
                 continue
         elif node.op_type == "ConvTranspose":
@@ -579,6 +584,52 @@ def _resize_by_tables(b: _Builder, node: Any, a: dict[str, Any], xs: tuple[int, 
             got = b.op("Where", [b.const(mask, np.bool_), b.const(np.float32(extrap)), got])
         cur, shape[ax] = got, n
     b.op("Identity", [cur], node.output[0])
+    return True
+
+
+def _col2im(b: _Builder, node: Any, a: dict[str, Any], xs: tuple[int, ...] | None, inits: dict[str, Any],
+            where: str) -> bool:
+    """Col2Im (N-D; torch-mlir lowers none here) as a gather: each image element sums, over the
+    block offsets, the column element that lands on it (at most one per offset; the tables are
+    compile-time), so [N, C, K * L] -> [N, C, pixels, K] -> summed over K. False (node kept) where
+    the image or block shape is not constant."""
+    import numpy as np
+    from onnx import numpy_helper
+
+    from halbench.errors import CompileError
+
+    if xs is None or len(xs) != 3 or any(v not in inits for v in node.input[1:3]):
+        return False
+    img = [int(v) for v in numpy_helper.to_array(inits[node.input[1]]).reshape(-1)]
+    blk = [int(v) for v in numpy_helper.to_array(inits[node.input[2]]).reshape(-1)]
+    d = len(img)
+    dil = [int(v) for v in a.get("dilations", [1] * d)]
+    st = [int(v) for v in a.get("strides", [1] * d)]
+    pads = [int(v) for v in a.get("pads", [0] * (2 * d))]
+    if not d or len(blk) != d or len(dil) != d or len(st) != d or len(pads) != 2 * d or min(img + blk + dil + st) < 1:
+        raise CompileError(f"{where}: image shape {img}, block shape {blk}, dilations {dil}, strides {st} and pads "
+                           f"{pads} do not describe one N-D image; give {len(img)} of each (pads twice)")
+    nb = [(img[i] + pads[i] + pads[d + i] - (dil[i] * (blk[i] - 1) + 1)) // st[i] + 1 for i in range(d)]
+    k, length = int(np.prod(blk)), int(np.prod(nb))
+    if min(nb) < 1 or xs[1] % k or xs[2] != length:
+        raise CompileError(f"{where}: an input of shape {list(xs)} is not C x {k} block elements by {length} blocks "
+                           f"for these shapes; fix the input or the shapes")
+    pix = int(np.prod(img))
+    if pix * k > _MAX_ONE_HOT:
+        return False
+    ys = np.stack(np.unravel_index(np.arange(pix), img), axis=1)  # [pixels, d]
+    offs = np.stack(np.unravel_index(np.arange(k), blk), axis=1)  # [k, d]
+    pos = ys[:, None, :] + np.array(pads[:d]) - offs[None, :, :] * np.array(dil)  # [pixels, k, d]
+    q, r = np.divmod(pos, np.array(st))
+    ok = np.all((r == 0) & (q >= 0) & (q < np.array(nb)), axis=2)
+    lidx = np.ravel_multi_index(tuple(np.clip(q, 0, np.array(nb) - 1).transpose(2, 0, 1)), nb)
+    flat = np.where(ok, np.arange(k)[None, :] * length + lidx, 0).astype(np.int64)
+    c = xs[1] // k
+    cols = b.op("Reshape", [node.input[0], b.const([xs[0], c, k * length], np.int64)])
+    got = b.op("Gather", [cols, b.const(flat, np.int64)], axis=2)  # [N, C, pixels, k]
+    summed = b.op("ReduceSum", [b.op("Mul", [got, b.const(ok.astype(np.float32))]), b.const([3], np.int64)],
+                  keepdims=0)
+    b.op("Reshape", [summed, b.const([xs[0], c, *img], np.int64)], node.output[0])
     return True
 
 
