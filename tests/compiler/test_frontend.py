@@ -598,6 +598,26 @@ def test_col2im_matches_torch_fold(tmp_path: Path) -> None:
     np.testing.assert_allclose(out[0], want, rtol=1e-5, atol=1e-6)
 
 
+def test_flex_attention_from_the_preview_domain(tmp_path: Path) -> None:
+    """FlexAttention (``ai.onnx.preview``, which torch-mlir does not import) expanded into the
+    standard's function body, against softmax(Q Kᵀ / sqrt(d)) V computed here in float64."""
+    rng = np.random.default_rng(24)
+    feeds = {"q": _rand(rng, (1, 2, 5, 8)), "k": _rand(rng, (1, 2, 7, 8)), "v": _rand(rng, (1, 2, 7, 8))}
+    g = helper.make_graph([helper.make_node("FlexAttention", ["q", "k", "v"], ["y"], domain="ai.onnx.preview")], "g",
+                          [helper.make_tensor_value_info(n, TensorProto.FLOAT, a.shape) for n, a in feeds.items()],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 26), helper.make_opsetid("ai.onnx.preview", 1)],
+                          ir_version=10)
+    path = tmp_path / "flex.onnx"
+    onnx.save(m, path)
+    q, k, v = (feeds[n].astype(np.float64) for n in "qkv")
+    s = q @ np.swapaxes(k, -1, -2) / np.sqrt(8)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    want = (p / p.sum(-1, keepdims=True)) @ v
+    out, _ = compile_and_run(path, feeds, tmp_path)
+    np.testing.assert_allclose(out[0], want, rtol=1e-5, atol=1e-6)
+
+
 def test_f16_range_counts_in_f32(tmp_path: Path) -> None:
     """An f16 Range (torch-mlir lowers none) as an f32 Range cast to f16, matching the ONNX
     reference implementation."""

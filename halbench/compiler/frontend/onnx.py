@@ -1030,12 +1030,13 @@ def load_onnx(path: Path, input_shapes: dict[str, tuple[int, ...]], input_values
     output_names = [names.get(o.name, o.name) for o in model.graph.output]
     t1 = time.perf_counter()
     from halbench.compiler.frontend.node_rewrites import unroll_control_flow
-    from halbench.compiler.frontend.onnx_functions import ALWAYS_EXPAND, expand_functions
+    from halbench.compiler.frontend.onnx_functions import ALWAYS_EXPAND, PREVIEW, expand_functions
 
     module = None
     # Ops torch-mlir's ONNX conversion leaves behind are replaced by their ONNX function bodies
     # (the standard's own definition), and the model is imported again.
-    pending = {n.op_type for n in model.graph.node if n.domain in ("", "ai.onnx")} & ALWAYS_EXPAND
+    pending = ({n.op_type for n in model.graph.node if n.domain in ("", "ai.onnx")} & ALWAYS_EXPAND
+               | {n.op_type for n in model.graph.node if n.domain == PREVIEW})
     for _ in range(4):
         expanded: list[str] = []
         if pending:

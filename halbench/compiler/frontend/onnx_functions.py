@@ -12,12 +12,15 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["ALWAYS_EXPAND", "expand_functions", "function_for"]
+__all__ = ["ALWAYS_EXPAND", "PREVIEW", "expand_functions", "function_for"]
 
 #: Ops torch-mlir converts into something it then cannot lower: expanded before import.
 ALWAYS_EXPAND = frozenset({"RotaryEmbedding", "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss"})
 
 _DOMAIN = "halbench.expand"
+#: The standard's preview domain: its ops (FlexAttention) are expanded into their function
+#: bodies too, where the standard gives one, as torch-mlir imports only the default domain.
+PREVIEW = "ai.onnx.preview"
 
 
 def _opset(model: Any, domain: str = "") -> int:
@@ -134,7 +137,8 @@ def _fill_default_attributes(node: Any, opset: int) -> None:
 
 
 def expand_functions(model: Any, op_types: set[str]) -> tuple[Any, list[str]]:
-    """``model`` with every node of ``op_types`` (default domain) replaced by its function body.
+    """``model`` with every node of ``op_types`` (default or preview domain) replaced by its
+    function body.
 
     Returns the new model and the op types that were expanded (those without a body stay)."""
     import onnx
@@ -154,10 +158,11 @@ def expand_functions(model: Any, op_types: set[str]) -> tuple[Any, list[str]]:
     out.CopyFrom(model)
     expanded: list[str] = []
     for i, node in enumerate(out.graph.node):
-        if node.domain not in ("", "ai.onnx") or node.op_type not in op_types:
+        if node.domain not in ("", "ai.onnx", PREVIEW) or node.op_type not in op_types:
             continue
-        _fill_default_attributes(node, opset)
-        fn = function_for(node, opset, value_types)
+        node_opset = _opset(model, PREVIEW) if node.domain == PREVIEW else opset
+        _fill_default_attributes(node, node_opset)
+        fn = function_for(node, node_opset, value_types)
         if fn is None and node.op_type == "CumProd":
             fn = _cumprod_function(node, opset, value_types, g)
         if fn is None:
