@@ -618,6 +618,25 @@ def test_flex_attention_from_the_preview_domain(tmp_path: Path) -> None:
     np.testing.assert_allclose(out[0], want, rtol=1e-5, atol=1e-6)
 
 
+def test_average_pool_ceil_mode_counts_like_pytorch(tmp_path: Path) -> None:
+    """A torch.onnx-exported avg_pool2d with ceil_mode and count_include_pad: its last windows
+    reach past the padded input and divide by the taps inside it (PyTorch, the specification),
+    not by the whole window (torch-mlir's lowering, 1.5x off there)."""
+    torch = pytest.importorskip("torch")
+
+    class Pool(torch.nn.Module):
+        def forward(self, x):
+            return torch.nn.functional.avg_pool2d(x, 3, stride=2, padding=1, ceil_mode=True, count_include_pad=True)
+
+    x = torch.from_numpy(_rand(np.random.default_rng(25), (1, 3, 8, 10)))
+    path = tmp_path / "pool.onnx"
+    torch.onnx.export(Pool(), (x,), str(path), input_names=["x"], output_names=["y"], opset_version=17, dynamo=False)
+    want = Pool()(x).numpy()
+    out, _ = compile_and_run(path, {"x": x.numpy()}, tmp_path)
+    assert out[0].shape == want.shape == (1, 3, 5, 6)
+    np.testing.assert_allclose(out[0], want, rtol=1e-5, atol=1e-6)
+
+
 def test_f16_range_counts_in_f32(tmp_path: Path) -> None:
     """An f16 Range (torch-mlir lowers none) as an f32 Range cast to f16, matching the ONNX
     reference implementation."""

@@ -29,6 +29,8 @@ With the static shapes of ONNX shape inference (``rewrite_nodes_with_shapes``):
   outside the input;
 * DFT (forward, inverse, onesided, inverse onesided) as matrix products with compile-time cosine
   and sine tables, and STFT as compile-time frame gathers, the window, and that DFT;
+* AveragePool with ceil_mode and count_include_pad whose last windows reach past the padded
+  input: scaled by window / taps inside (torch-mlir divides those by the whole window);
 * Col2Im (N-D) as a gather of each image element's column elements at compile-time indices;
 * ConvTranspose with groups as one per group (torch-mlir's lowering of groups fails);
 * QuantizeLinear / DequantizeLinear with blocked scales as their formulas;
@@ -277,7 +279,8 @@ def rewrite_nodes_with_shapes(model: Any) -> None:
                                        or _resize_by_tables_wanted(_attrs(n))))
         or n.op_type in ("GridSample", "TensorScatter", "DFT", "STFT", "RNN", "GRU", "LSTM")
         or (n.op_type == "ConvTranspose" and int(_attrs(n).get("group", 1)) > 1)
-        or n.op_type in ("QuantizeLinear", "DequantizeLinear", "Col2Im"))]
+        or n.op_type in ("QuantizeLinear", "DequantizeLinear", "Col2Im")
+        or (n.op_type == "AveragePool" and _attrs(n).get("ceil_mode", 0) and _attrs(n).get("count_include_pad", 0)))]
     if not todo:
         return
     inits = {t.name: t for t in g.initializer}
@@ -316,6 +319,10 @@ def rewrite_nodes_with_shapes(model: Any) -> None:
         elif node.op_type in ("RNN", "GRU", "LSTM"):
             floats = [v for k, v in enumerate(node.input) if v and k != 4]  # all but sequence_lens
             if any(types.get(v) not in (None, 1) for v in floats) or not _recurrent(b, node, a, shapes):
+                out.append(node)
+                continue
+        elif node.op_type == "AveragePool":
+            if not _average_pool_ceil_counts(b, node, a, shapes.get(node.input[0]), shapes.get(node.output[0])):
                 out.append(node)
                 continue
         elif node.op_type == "Col2Im":
@@ -584,6 +591,39 @@ def _resize_by_tables(b: _Builder, node: Any, a: dict[str, Any], xs: tuple[int, 
             got = b.op("Where", [b.const(mask, np.bool_), b.const(np.float32(extrap)), got])
         cur, shape[ax] = got, n
     b.op("Identity", [cur], node.output[0])
+    return True
+
+
+def _average_pool_ceil_counts(b: _Builder, node: Any, a: dict[str, Any], xs: tuple[int, ...] | None,
+                              ys: tuple[int, ...] | None) -> bool:
+    """AveragePool with ceil_mode and count_include_pad whose last windows reach past the padded
+    input: the specification divides those by the taps inside the padded input, torch-mlir's
+    lowering by the whole window. The pool stays (sum / window) and is scaled by window / count,
+    a compile-time tensor (the counts per axis multiply). False (node kept) where no window
+    reaches past, or the shapes or attributes are not plain."""
+    import numpy as np
+
+    if xs is None or ys is None or len(xs) != len(ys) or len(xs) < 3 or _text(a.get("auto_pad", "NOTSET")) != "NOTSET":
+        return False
+    d = len(xs) - 2
+    k = [int(v) for v in a.get("kernel_shape", [])]
+    st = [int(v) for v in a.get("strides", [1] * d)]
+    dl = [int(v) for v in a.get("dilations", [1] * d)]
+    pads = [int(v) for v in a.get("pads", [0] * (2 * d))]
+    if len(k) != d or len(st) != d or len(dl) != d or len(pads) != 2 * d:
+        return False
+    counts = []
+    for i in range(d):
+        o = np.arange(ys[2 + i])[:, None] * st[i] - pads[i] + np.arange(k[i])[None, :] * dl[i]
+        counts.append(((o >= -pads[i]) & (o < xs[2 + i] + pads[d + i])).sum(axis=1))
+    if all((c == k[i]).all() for i, c in enumerate(counts)):
+        return False  # every window inside the padded input: torch-mlir's divisor is right
+    count = counts[0].astype(np.float64)
+    for c in counts[1:]:
+        count = np.multiply.outer(count, c)
+    scale = (np.prod(k) / np.maximum(count, 1)).astype(np.float32).reshape((1, 1, *ys[2:]))
+    pooled = b.op("AveragePool", list(node.input), **a)
+    b.op("Mul", [pooled, b.const(scale)], node.output[0])
     return True
 
 
