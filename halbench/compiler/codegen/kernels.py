@@ -1108,7 +1108,7 @@ def _dw_prologue(c: _Ctx, pro: dict[str, Any], oh: int, ow: int) -> dict[str, An
     dw, ep = pro["root"], pro["epilogue"]
     a = dw.attrs
     x, w = c.b(dw.inputs[0]), c.b(dw.inputs[1])
-    nb, ch, h, wd = c.shape(x)
+    _, ch, h, wd = c.shape(x)
     _, kh, kw = c.shape(w)
     st, dl = [int(v) for v in a["strides"]], [int(v) for v in a["dilations"]]
     pads = [int(p) for p in a.get("pads", [0, 0, 0, 0])]

@@ -263,14 +263,8 @@ def rewrite_ml_and_training_nodes(model: Any, target_opset: int) -> bool:
 
 
 def rewrite_nodes_with_shapes(model: Any) -> None:
-    """Compress with a constant condition as a Gather; ScatterElements max / min as a one-hot
-    reduction (see the module's docstring). ONNX shape inference runs once, and only where such
-    a node is present."""
-    import numpy as np
-    from onnx import numpy_helper
-
-    from halbench.errors import CompileError
-
+    """The rewrites that need static shapes (see the module's docstring), each node by
+    _rewrite_one. ONNX shape inference runs once, and only where such a node is present."""
     g = model.graph
     todo = [n for n in g.node if n.domain in ("", "ai.onnx") and (
         n.op_type == "Compress"
@@ -292,119 +286,126 @@ def rewrite_nodes_with_shapes(model: Any) -> None:
             out.append(node)
             continue
         b = _Builder(g, f"{node.output[0]}__nr{k}")
-        a = _attrs(node)
         where = f"node '{node.name or node.output[0]}' ({node.op_type})"
-        if node.op_type == "Compress":
-            xs = shapes.get(node.input[0])
-            if node.input[1] not in inits or xs is None:
-                out.append(node)
-                continue
-            cond = numpy_helper.to_array(inits[node.input[1]]).reshape(-1).astype(bool)
-            axis = a.get("axis")
-            length = int(np.prod(xs)) if axis is None else xs[int(axis) % len(xs)]
-            if axis is not None and not -len(xs) <= int(axis) < len(xs):
-                raise CompileError(f"{where}: axis {axis} outside a rank-{len(xs)} input; fix the node's axis")
-            picked = np.nonzero(cond)[0]
-            if picked.size and picked[-1] >= length:
-                raise CompileError(f"{where}: the condition selects element {int(picked[-1])} of an axis of "
-                                   f"{length}; give a condition no longer than the axis")
-            if not picked.size:
-                out.append(node)  # an empty result: _refuse_empty_values names it
-                continue
-            src = node.input[0]
-            if axis is None:
-                src = b.op("Reshape", [src, b.const([-1], "int64")])
-            b.op("Gather", [src, b.const(picked.astype(np.int64), "int64")], node.output[0],
-                 axis=0 if axis is None else int(axis))
-        elif node.op_type in ("RNN", "GRU", "LSTM"):
-            floats = [v for k, v in enumerate(node.input) if v and k != 4]  # all but sequence_lens
-            if any(types.get(v) not in (None, 1) for v in floats) or not _recurrent(b, node, a, shapes):
-                out.append(node)
-                continue
-        elif node.op_type == "AveragePool":
-            if not _average_pool_ceil_counts(b, node, a, shapes.get(node.input[0]), shapes.get(node.output[0])):
-                out.append(node)
-                continue
-        elif node.op_type == "Col2Im":
-            if not _col2im(b, node, a, shapes.get(node.input[0]), inits, where):
-                out.append(node)
-                continue
-        elif node.op_type == "ConvTranspose":
-            if not _grouped_conv_transpose(b, node, a, shapes.get(node.input[0]), shapes.get(node.input[1])):
-                out.append(node)
-                continue
-        elif node.op_type in ("QuantizeLinear", "DequantizeLinear"):
-            if not _quantize_linear(b, node, a, shapes, types, where):
-                out.append(node)
-                continue
-        elif node.op_type in ("DFT", "STFT"):
-            xs_ = shapes.get(node.input[0])
-            if types.get(node.input[0]) != 1 or not (
-                    _dft_node(b, node, a, xs_, inits, where, opset) if node.op_type == "DFT" else
-                    _stft_node(b, node, a, xs_, inits, where, opset,
-                               shapes.get(node.input[2]) if len(node.input) > 2 and node.input[2] else None)):
-                out.append(node)
-                continue
-        elif node.op_type == "TensorScatter":
-            if not _tensor_scatter(b, node, a, shapes.get(node.input[0]), shapes.get(node.input[1]), where):
-                out.append(node)
-                continue
-        elif node.op_type == "GridSample":
-            if (types.get(node.input[0]) != 1 or types.get(node.input[1]) != 1
-                    or not _grid_sample(b, node, a, shapes.get(node.input[0]), shapes.get(node.input[1]))):
-                out.append(node)
-                continue
-        elif node.op_type == "Resize" and a.get("keep_aspect_ratio_policy", b"stretch") == b"stretch":
-            if types.get(node.input[0]) != 1 or not _resize_by_tables(b, node, a, shapes.get(node.input[0]), inits):
-                out.append(node)
-                continue
-        elif node.op_type == "Resize":
-            # a Resize by the policy's scale where flooring gives its size, else by tables
-            if not (_resize_keeping_aspect(b, node, a, shapes.get(node.input[0]), inits)
-                    or (types.get(node.input[0]) == 1
-                        and _resize_by_tables(b, node, a, shapes.get(node.input[0]), inits))):
-                out.append(node)
-                continue
-        else:
-            ds, ids = shapes.get(node.input[0]), shapes.get(node.input[1])
-            if (ds is None or ids is None or len(ds) != len(ids) or not len(ds)
-                    or types.get(node.input[0]) not in _FLOATS):  # +-inf is the neutral value
-                out.append(node)
-                continue
-            rank = len(ds)
-            axis = int(a.get("axis", 0))
-            if not -rank <= axis < rank:
-                raise CompileError(f"{where}: axis {axis} outside rank-{rank} data; fix the node's axis")
-            axis %= rank
-            n = ds[axis]
-            # (indices may outnumber the data along the scatter axis: the one-hot reduces them)
-            if int(np.prod(ids)) * n > _MAX_ONE_HOT or any(i > d for j, (i, d) in enumerate(zip(ids, ds)) if j != axis):
-                out.append(node)
-                continue
-            is_max = a["reduction"] == b"max"
-            neutral = b.op("CastLike", [b.const(-np.inf if is_max else np.inf), node.input[0]])
-            # each index through a Gather of 0..n-1: negative ones count from the end, and one
-            # outside [-n, n) stops the run with halbench's index error (as onnxruntime refuses
-            # it) instead of matching no position and being dropped
-            idx = b.op("Gather", [b.const(np.arange(n, dtype=np.int64), "int64"), b.op("Cast", [node.input[1]], to=7)],
-                       axis=0)
-            last = b.const([-1], "int64")
-            hot = b.op("Equal", [b.op("Unsqueeze", [idx, last]),
-                                 b.const(np.arange(n, dtype=np.int64).reshape([1] * rank + [n]), "int64")])
-            spread = b.op("Where", [hot, b.op("Unsqueeze", [node.input[2], last]), neutral])  # ids + [n]
-            red = b.op("ReduceMax" if is_max else "ReduceMin", [spread, b.const([axis], "int64")], keepdims=0)
-            # the data axis (length n) is last now: move it back to where the scatter axis was
-            perm = list(range(rank))
-            perm.insert(axis, rank - 1)
-            moved = b.op("Transpose", [red], perm=perm[:rank])
-            part = tuple(n if j == axis else ids[j] for j in range(rank))
-            if part != tuple(ds):
-                pads = [0] * rank + [d - p for d, p in zip(ds, part)]
-                moved = b.op("Pad", [moved, b.const(pads, "int64"), neutral], mode="constant")
-            b.op("Max" if is_max else "Min", [node.input[0], moved], node.output[0])
+        if not _rewrite_one(b, node, _attrs(node), shapes, types, inits, where, opset):
+            out.append(node)  # left to torch-mlir (its lowering, or its one-line refusal)
+            continue
         out += b.nodes
     del g.node[:]
     g.node.extend(out)
+
+
+def _rewrite_one(b: _Builder, node: Any, a: dict[str, Any], shapes: dict[str, tuple[int, ...]],
+                 types: dict[str, int], inits: dict[str, Any], where: str, opset: int) -> bool:
+    """``node`` rewritten into ``b`` by the rewrite for its op type; False where it does not fit
+    (the node is then kept)."""
+    op = node.op_type
+    x = node.input[0]
+    xs = shapes.get(x)
+    second = shapes.get(node.input[1]) if len(node.input) > 1 and node.input[1] else None
+    f32 = types.get(x) == 1
+    if op == "Compress":
+        return _compress(b, node, a, xs, inits, where)
+    if op in ("RNN", "GRU", "LSTM"):
+        floats = [v for k, v in enumerate(node.input) if v and k != 4]  # all but sequence_lens
+        return all(types.get(v) in (None, 1) for v in floats) and _recurrent(b, node, a, shapes)
+    if op == "AveragePool":
+        return _average_pool_ceil_counts(b, node, a, xs, shapes.get(node.output[0]))
+    if op == "Col2Im":
+        return _col2im(b, node, a, xs, inits, where)
+    if op == "ConvTranspose":
+        return _grouped_conv_transpose(b, node, a, xs, second)
+    if op in ("QuantizeLinear", "DequantizeLinear"):
+        return _quantize_linear(b, node, a, shapes, types, where)
+    if op == "DFT":
+        return f32 and _dft_node(b, node, a, xs, inits, where, opset)
+    if op == "STFT":
+        window = shapes.get(node.input[2]) if len(node.input) > 2 and node.input[2] else None
+        return f32 and _stft_node(b, node, a, xs, inits, where, opset, window)
+    if op == "TensorScatter":
+        return _tensor_scatter(b, node, a, xs, second, where)
+    if op == "GridSample":
+        return f32 and types.get(node.input[1]) == 1 and _grid_sample(b, node, a, xs, second)
+    if op == "Resize":
+        if a.get("keep_aspect_ratio_policy", b"stretch") == b"stretch":
+            return f32 and _resize_by_tables(b, node, a, xs, inits)
+        # a Resize by the policy's scale where flooring gives its size, else by tables
+        return _resize_keeping_aspect(b, node, a, xs, inits) or (f32 and _resize_by_tables(b, node, a, xs, inits))
+    return _scatter_minmax(b, node, a, xs, second, types, where)
+
+
+def _compress(b: _Builder, node: Any, a: dict[str, Any], xs: tuple[int, ...] | None, inits: dict[str, Any],
+              where: str) -> bool:
+    """Compress with a constant condition as a Gather of the selected indices (the input
+    flattened first where no axis is given)."""
+    import numpy as np
+    from onnx import numpy_helper
+
+    from halbench.errors import CompileError
+
+    if node.input[1] not in inits or xs is None:
+        return False
+    cond = numpy_helper.to_array(inits[node.input[1]]).reshape(-1).astype(bool)
+    axis = a.get("axis")
+    if axis is not None and not -len(xs) <= int(axis) < len(xs):
+        raise CompileError(f"{where}: axis {axis} outside a rank-{len(xs)} input; fix the node's axis")
+    length = int(np.prod(xs)) if axis is None else xs[int(axis) % len(xs)]
+    picked = np.nonzero(cond)[0]
+    if picked.size and picked[-1] >= length:
+        raise CompileError(f"{where}: the condition selects element {int(picked[-1])} of an axis of "
+                           f"{length}; give a condition no longer than the axis")
+    if not picked.size:
+        return False  # an empty result: _refuse_empty_values names it
+    src = node.input[0]
+    if axis is None:
+        src = b.op("Reshape", [src, b.const([-1], "int64")])
+    b.op("Gather", [src, b.const(picked.astype(np.int64), "int64")], node.output[0],
+         axis=0 if axis is None else int(axis))
+    return True
+
+
+def _scatter_minmax(b: _Builder, node: Any, a: dict[str, Any], ds: tuple[int, ...] | None,
+                    ids: tuple[int, ...] | None, types: dict[str, int], where: str) -> bool:
+    """ScatterElements with reduction max / min: the updates spread over a one-hot of their
+    indices (the neutral value elsewhere), reduced along the scatter axis, padded to the data's
+    shape and combined with the data by Max / Min."""
+    import numpy as np
+
+    from halbench.errors import CompileError
+
+    if (ds is None or ids is None or len(ds) != len(ids) or not len(ds)
+            or types.get(node.input[0]) not in _FLOATS):  # +-inf is the neutral value
+        return False
+    rank = len(ds)
+    axis = int(a.get("axis", 0))
+    if not -rank <= axis < rank:
+        raise CompileError(f"{where}: axis {axis} outside rank-{rank} data; fix the node's axis")
+    axis %= rank
+    n = ds[axis]
+    # (indices may outnumber the data along the scatter axis: the one-hot reduces them)
+    if int(np.prod(ids)) * n > _MAX_ONE_HOT or any(i > d for j, (i, d) in enumerate(zip(ids, ds)) if j != axis):
+        return False
+    is_max = a["reduction"] == b"max"
+    neutral = b.op("CastLike", [b.const(-np.inf if is_max else np.inf), node.input[0]])
+    # each index through a Gather of 0..n-1: negative ones count from the end, and one outside
+    # [-n, n) stops the run with halbench's index error (as onnxruntime refuses it) instead of
+    # matching no position and being dropped
+    idx = b.op("Gather", [b.const(np.arange(n, dtype=np.int64), "int64"), b.op("Cast", [node.input[1]], to=7)], axis=0)
+    last = b.const([-1], "int64")
+    hot = b.op("Equal", [b.op("Unsqueeze", [idx, last]),
+                         b.const(np.arange(n, dtype=np.int64).reshape([1] * rank + [n]), "int64")])
+    spread = b.op("Where", [hot, b.op("Unsqueeze", [node.input[2], last]), neutral])  # ids + [n]
+    red = b.op("ReduceMax" if is_max else "ReduceMin", [spread, b.const([axis], "int64")], keepdims=0)
+    # the data axis (length n) is last now: move it back to where the scatter axis was
+    perm = list(range(rank))
+    perm.insert(axis, rank - 1)
+    moved = b.op("Transpose", [red], perm=perm[:rank])
+    part = tuple(n if j == axis else ids[j] for j in range(rank))
+    if part != tuple(ds):
+        pads = [0] * rank + [d - p for d, p in zip(ds, part)]
+        moved = b.op("Pad", [moved, b.const(pads, "int64"), neutral], mode="constant")
+    b.op("Max" if is_max else "Min", [node.input[0], moved], node.output[0])
+    return True
 
 
 def _resize_keeping_aspect(b: _Builder, node: Any, a: dict[str, Any], xs: tuple[int, ...] | None,
@@ -487,12 +488,12 @@ def _resize_axis(mode: str, ctm: str, nearest: str, cubic_a: float, exclude: boo
         taps = (left + np.where((r == 1.0) | pick, 1, 0))[:, None]
         coef = np.ones((out_len, 1))
     else:
-        # taps left + j for j in [start, 1 - start] (linear) / [start, 2 - start) (cubic); without
-        # antialias (or upsampling) start is 0 / -1: two / four taps
+        # taps left + j for j in [start, 2 - start); without antialias (or upsampling) start is
+        # 0 (linear) / -1 (cubic): two / four taps
         s_ = min(scale, 1.0) if antialias else 1.0
         reach = 1.0 if mode == "linear" else 2.0
         start = int(np.floor(-reach / s_)) + 1
-        offs = np.arange(start, 2 - start if mode == "cubic" else 2 - start)
+        offs = np.arange(start, 2 - start)
         taps = left[:, None] + offs[None, :]
         u = np.abs(offs[None, :] - r[:, None]) * s_  # each tap's (scaled) distance from x
         if mode == "linear":
