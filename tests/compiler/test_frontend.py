@@ -750,6 +750,7 @@ def test_tensor_scatter_writing_past_the_cache_stops_the_run(tmp_path: Path) -> 
     ({"mode": "linear", "antialias": 1}, None, [0.4, 0.75], None),  # downsampling widens the filter
     ({"mode": "cubic", "antialias": 1}, None, None, [2, 13]),
     ({"mode": "nearest", "keep_aspect_ratio_policy": "not_smaller", "axes": [2, 3]}, None, None, [3, 5]),
+    ({"mode": "linear", "antialias": 1}, None, [], [3, 4]),  # an empty scales beside sizes (as exporters write)
 ])
 def test_resize_by_tables_matches_onnxruntime(tmp_path: Path, attrs, roi, scales, sizes) -> None:
     """The Resize modes torch-mlir refuses or computes with other coordinates, as per-axis
@@ -763,7 +764,7 @@ def test_resize_by_tables_matches_onnxruntime(tmp_path: Path, attrs, roi, scales
     inits, ins = [], ["x", "", "", ""]
     for k, (name, v) in enumerate((("roi", roi), ("scales", scales), ("sizes", sizes)), start=1):
         if v is not None:
-            full = v if name != "scales" else [1.0, 1.0, *v]
+            full = v if name != "scales" or not v else [1.0, 1.0, *v]
             if name == "sizes" and "axes" not in attrs:
                 full = [1, 2, *v]
             if name == "roi" and "axes" not in attrs:

@@ -523,21 +523,26 @@ def _resize_by_tables(b: _Builder, node: Any, a: dict[str, Any], xs: tuple[int, 
     from onnx import numpy_helper
 
     def const(k: int) -> Any:
+        """Input k as a flat array; None where absent or empty (exporters write an empty scales
+        beside sizes), False where not a constant."""
         if len(node.input) <= k or not node.input[k]:
             return None
-        return numpy_helper.to_array(inits[node.input[k]]).reshape(-1) if node.input[k] in inits else False
+        if node.input[k] not in inits:
+            return False
+        v = numpy_helper.to_array(inits[node.input[k]]).reshape(-1)
+        return v if v.size else None
 
     if xs is None or not xs or min(xs) <= 0:
         return False
     rank = len(xs)
     roi, scales, sizes = const(1), const(2), const(3)
-    if any(v is False for v in (roi, scales, sizes)) or (scales is None) == (sizes is None or not sizes.size):
-        return False
+    if any(v is False for v in (roi, scales, sizes)) or (scales is None) == (sizes is None):
+        return False  # (exactly one of scales and sizes)
     axes = [int(v) % rank for v in a.get("axes", range(rank))]
     if len(set(axes)) != len(axes):
         return False
     full_scale, full_out = [1.0] * rank, list(xs)
-    if scales is not None and scales.size:
+    if scales is not None:
         if len(scales) != len(axes) or np.any(scales <= 0):
             return False
         for ax, sc in zip(axes, scales):
