@@ -637,6 +637,43 @@ def test_average_pool_ceil_mode_counts_like_pytorch(tmp_path: Path) -> None:
     np.testing.assert_allclose(out[0], want, rtol=1e-5, atol=1e-6)
 
 
+def _crafted(kind: str) -> onnx.ModelProto:
+    vi = helper.make_tensor_value_info
+    if kind == "resize_inf_scale":
+        return _graph_model([helper.make_node("Resize", ["x", "roi", "s"], ["y"], mode="linear",
+                                              coordinate_transformation_mode="tf_crop_and_resize")],
+                            {"x": (TensorProto.FLOAT, np.zeros((1, 1, 4, 4), np.float32))}, ["y"],
+                            [helper.make_opsetid("", 19)],
+                            [numpy_helper.from_array(np.array([0, 0, 0, 0, 1, 1, 1, 1], np.float32), "roi"),
+                             numpy_helper.from_array(np.array([1, 1, np.inf, 1], np.float32), "s")])
+    if kind == "scan_axes_mismatch":
+        body = helper.make_graph([helper.make_node("Add", ["s", "x"], ["s2"]), helper.make_node("Identity", ["s2"], ["o"])],
+                                 "b", [vi("s", TensorProto.FLOAT, [3]), vi("x", TensorProto.FLOAT, [3])],
+                                 [vi("s2", TensorProto.FLOAT, [3]), vi("o", TensorProto.FLOAT, [3])])
+        return _graph_model([helper.make_node("Scan", ["s0", "xs"], ["y", "ys"], body=body, num_scan_inputs=1,
+                                              scan_input_axes=[0, 1])],
+                            {"s0": (TensorProto.FLOAT, np.zeros(3, np.float32)),
+                             "xs": (TensorProto.FLOAT, np.zeros((4, 3), np.float32))}, ["y"], [helper.make_opsetid("", 17)])
+    return _graph_model([helper.make_node("DFT", ["x", "n", "ax"], ["y"])],  # a 2^20-point DFT of 8 samples
+                        {"x": (TensorProto.FLOAT, np.zeros((1, 8, 1), np.float32))}, ["y"], [helper.make_opsetid("", 20)],
+                        [numpy_helper.from_array(np.array(1 << 20, np.int64), "n"),
+                         numpy_helper.from_array(np.array(1, np.int64), "ax")])
+
+
+@pytest.mark.parametrize("kind", ["resize_inf_scale", "scan_axes_mismatch", "dft_huge_length"])
+def test_crafted_rewrite_inputs_get_a_one_line_error(tmp_path: Path, kind) -> None:
+    """A Resize with an infinite scale (an OverflowError in the tap tables), a Scan whose axes
+    outnumber its scan inputs (an IndexError in the unroller) and a DFT whose tables would take
+    gigabytes are left to the importer, which refuses each in one line naming the node."""
+    from halbench.errors import HalbenchError
+
+    path = tmp_path / f"{kind}.onnx"
+    onnx.save(_crafted(kind), path)
+    with pytest.raises(HalbenchError) as e:
+        compile_model(path, CompileOptions(target_devices=("local",)))
+    assert "\n" not in str(e.value).strip() and path.name in str(e.value)
+
+
 def test_f16_range_counts_in_f32(tmp_path: Path) -> None:
     """An f16 Range (torch-mlir lowers none) as an f32 Range cast to f16, matching the ONNX
     reference implementation."""

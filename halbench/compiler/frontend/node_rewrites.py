@@ -46,7 +46,7 @@ With the static shapes of ONNX shape inference (``rewrite_nodes_with_shapes``):
 
 After shape folding (``unroll_control_flow``): Scan over a static length, and Loop with a
 constant trip count whose body keeps its condition true, unrolled (at most
-``MAX_UNROLLED_STEPS`` steps): torch-mlir lowers both to loops (scf.for / scf.while), which
+``MAX_UNROLLED_STEPS`` steps, ``MAX_UNROLLED_NODES`` nodes): torch-mlir lowers both to loops (scf.for / scf.while), which
 halbench does not run; an If with a constant condition becomes the branch it takes, one with a
 run-time condition a Where of both branches (where they declare the same static shapes).
 
@@ -129,6 +129,10 @@ def _shapes_and_types(model: Any) -> tuple[dict[str, tuple[int, ...]], dict[str,
     except Exception:  # noqa: BLE001 - the rewrites that need shapes are then skipped
         inferred = g
     return shapes, _elem_types(model, inferred)
+
+
+def _default_opset(model: Any) -> int:
+    return next((int(o.version) for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
 
 
 def _attrs(node: Any) -> dict[str, Any]:
@@ -279,7 +283,7 @@ def rewrite_nodes_with_shapes(model: Any) -> None:
         return
     inits = {t.name: t for t in g.initializer}
     shapes, types = _shapes_and_types(model)
-    opset = next((int(o.version) for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    opset = _default_opset(model)
     out = []
     for k, node in enumerate(g.node):
         if node not in todo:
@@ -543,7 +547,7 @@ def _resize_by_tables(b: _Builder, node: Any, a: dict[str, Any], xs: tuple[int, 
         return False
     full_scale, full_out = [1.0] * rank, list(xs)
     if scales is not None:
-        if len(scales) != len(axes) or np.any(scales <= 0):
+        if len(scales) != len(axes) or not np.all(np.isfinite(scales)) or np.any(scales <= 0):
             return False
         for ax, sc in zip(axes, scales):
             full_scale[ax] = float(sc)
@@ -572,6 +576,11 @@ def _resize_by_tables(b: _Builder, node: Any, a: dict[str, Any], xs: tuple[int, 
         return False
     mode, nearest = _text(a.get("mode", "nearest")), _text(a.get("nearest_mode", "round_prefer_floor"))
     antialias = bool(a.get("antialias", 0))
+    for ax in range(rank):  # an antialiased downsample by a tiny scale reaches over many taps
+        s_ = min(full_scale[ax], 1.0) if antialias else 1.0
+        taps = 1 if mode == "nearest" else 2 - 2 * (int(np.floor(-(1.0 if mode == "linear" else 2.0) / s_)) + 1)
+        if taps * full_out[ax] > _MAX_ONE_HOT:
+            return False
     if (ctm == "align_corners" and mode != "nearest" and not antialias and not a.get("exclude_outside", 0)
             and all(full_scale[ax] * xs[ax] == full_out[ax] for ax in range(rank))):
         return False  # whole output lengths: torch-mlir's lowering computes these right
@@ -855,6 +864,8 @@ def _dft_node(b: _Builder, node: Any, a: dict[str, Any], xs: tuple[int, ...] | N
         raise CompileError(f"{where}: a DFT length of {n}; give a positive dft_length")
     if onesided and not inverse and xs[-1] == 2:
         raise CompileError(f"{where}: a onesided DFT takes a real signal, not a complex one; set onesided=0")
+    if max(n, xs[ax]) * n > _MAX_ONE_HOT:
+        return False  # (cosine / sine tables too large to hold: left to torch-mlir's refusal)
     b.op("Identity", [_dft(b, node.input[0], xs, ax, n, inverse, onesided)], node.output[0])
     return True
 
@@ -886,6 +897,8 @@ def _stft_node(b: _Builder, node: Any, a: dict[str, Any], xs: tuple[int, ...] | 
         raise CompileError(f"{where}: frames of {n} every {step} over a signal of {xs[1]}; give a positive step "
                            f"and frames no longer than the signal")
     frames = 1 + (xs[1] - n) // step
+    if max(frames, n) * n > _MAX_ONE_HOT:
+        return False  # (frame indices or DFT tables too large to hold: left to torch-mlir's refusal)
     idx = (np.arange(frames)[:, None] * step + np.arange(n)[None, :]).astype(np.int64)
     framed = b.op("Gather", [node.input[0], b.const(idx, np.int64)], axis=1)  # [batch, frames, n, c]
     if win is not None:  # (a constant window or one given at run time)
@@ -1197,6 +1210,9 @@ def _recurrent(b: _Builder, node: Any, a: dict[str, Any], shapes: dict[str, tupl
 
 #: The most steps a Scan or Loop is unrolled over (each step copies the body's nodes)
 MAX_UNROLLED_STEPS = 256
+#: The most nodes an unrolled Scan or Loop may become (steps x body nodes): a crafted file with a
+#: large body and many steps is left to torch-mlir's refusal instead of growing the graph
+MAX_UNROLLED_NODES = 1 << 16
 
 
 def _subgraph_free(body: Any) -> bool:
@@ -1233,13 +1249,10 @@ def unroll_control_flow(model: Any) -> bool:
     """Scan (opset 9+) over a static scan length and Loop with a constant trip count whose body
     keeps its condition true, unrolled step by step, and If with a constant condition as its
     branch; True where any was (see the module's docstring). Others are left to torch-mlir."""
-    import numpy as np
-    from onnx import numpy_helper
-
     g = model.graph
     if not any(n.op_type in ("Scan", "Loop", "If") and n.domain in ("", "ai.onnx") for n in g.node):
         return False
-    opset = next((int(o.version) for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    opset = _default_opset(model)
     shapes, _ = _shapes_and_types(model)
     inits = {t.name: t for t in g.initializer}
     out, done = [], False
@@ -1250,20 +1263,15 @@ def unroll_control_flow(model: Any) -> bool:
         b = _Builder(g, f"{node.output[0] or node.op_type}__unroll{k}")
         a = _attrs(node)
         n_inits = len(g.initializer)
-        if node.op_type == "If":
-            if not _if_as_branches(b, g, node, a, inits):
-                del g.initializer[n_inits:]  # the constants of a copy that is not used
-                out.append(node)
-                continue
-            out += b.nodes
-            done = True
-            continue
         body = a.get("body")
-        ok = body is not None and _subgraph_free(body)
-        if ok and node.op_type == "Scan":
+        if node.op_type == "If":
+            ok = _if_as_branches(b, g, node, a, inits)
+        elif body is None or not _subgraph_free(body):
+            ok = False
+        elif node.op_type == "Scan":
             ok = opset >= 9 and _unroll_scan(b, g, node, a, body, shapes)
-        elif ok:
-            ok = _unroll_loop(b, g, node, body, inits, np, numpy_helper)
+        else:
+            ok = _unroll_loop(b, g, node, body, inits)
         if not ok:
             del g.initializer[n_inits:]  # the constants of a copy that is not used
             out.append(node)
@@ -1326,14 +1334,17 @@ def _unroll_scan(b: _Builder, g: Any, node: Any, a: dict[str, Any], body: Any,
     xs = [shapes.get(v) for v in node.input[n:]]
     if any(s is None or not s for s in xs):
         return False
-    in_axes = [int(v) % len(s) for v, s in zip(a.get("scan_input_axes", [0] * m), xs)]
+    raw_axes = list(a.get("scan_input_axes", [0] * m))
     in_dirs = list(a.get("scan_input_directions", [0] * m))
     out_dirs = list(a.get("scan_output_directions", [0] * k))
+    if len(raw_axes) != m or len(in_dirs) != m or len(out_dirs) != k:
+        return False  # (attributes that do not match the inputs: torch-mlir's refusal)
+    in_axes = [int(v) % len(s) for v, s in zip(raw_axes, xs)]
     lengths = {s[ax] for s, ax in zip(xs, in_axes)}
-    if len(lengths) != 1 or len(in_dirs) != m or len(out_dirs) != k:
+    if len(lengths) != 1:
         return False
     steps = lengths.pop()
-    if not 1 <= steps <= MAX_UNROLLED_STEPS:
+    if not 1 <= steps <= MAX_UNROLLED_STEPS or steps * len(body.node) > MAX_UNROLLED_NODES:
         return False
     state = list(node.input[:n])
     per_step: list[list[str]] = [[] for _ in range(k)]
@@ -1368,13 +1379,15 @@ def _unroll_scan(b: _Builder, g: Any, node: Any, a: dict[str, Any], body: Any,
     return True
 
 
-def _unroll_loop(b: _Builder, g: Any, node: Any, body: Any, inits: dict[str, Any], np: Any,
-                 numpy_helper: Any) -> bool:
+def _unroll_loop(b: _Builder, g: Any, node: Any, body: Any, inits: dict[str, Any]) -> bool:
+    import numpy as np
+    from onnx import numpy_helper
+
     ins = list(node.input)
     if not ins or not ins[0] or ins[0] not in inits:
         return False
     steps = int(numpy_helper.to_array(inits[ins[0]]).reshape(-1)[0])
-    if not 1 <= steps <= MAX_UNROLLED_STEPS:
+    if not 1 <= steps <= MAX_UNROLLED_STEPS or steps * len(body.node) > MAX_UNROLLED_NODES:
         return False
     if len(ins) > 1 and ins[1] and (ins[1] not in inits or not bool(numpy_helper.to_array(inits[ins[1]]).reshape(-1)[0])):
         return False  # a condition not known to start true
