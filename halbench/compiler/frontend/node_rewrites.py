@@ -31,6 +31,12 @@ With the static shapes of ONNX shape inference (``rewrite_nodes_with_shapes``):
   and sine tables, and STFT as compile-time frame gathers, the window, and that DFT;
 * AveragePool with ceil_mode and count_include_pad whose last windows reach past the padded
   input: scaled by window / taps inside (torch-mlir divides those by the whole window);
+* MaxPool (and AveragePool without count_include_pad) with ceil_mode as floor mode with grown end pads (torch-mlir keeps a last window that
+  the standard drops, or fails to lower);
+* Pad with a negative (cropping) pad as a Slice, then the Pad; 'reflect' and 'edge' pads as a
+  Gather per axis at compile-time indices (torch-mlir lowers some to a reversed indexing map or
+  to dynamic shapes);
+* Slice with a negative step (constant bounds) as a Gather per axis at the indices it takes;
 * Col2Im (N-D) as a gather of each image element's column elements at compile-time indices;
 * ConvTranspose with groups as one per group (torch-mlir's lowering of groups fails);
 * QuantizeLinear / DequantizeLinear with blocked scales as their formulas;
@@ -278,7 +284,9 @@ def rewrite_nodes_with_shapes(model: Any) -> None:
         or n.op_type in ("GridSample", "TensorScatter", "DFT", "STFT", "RNN", "GRU", "LSTM")
         or (n.op_type == "ConvTranspose" and int(_attrs(n).get("group", 1)) > 1)
         or n.op_type in ("QuantizeLinear", "DequantizeLinear", "Col2Im")
-        or (n.op_type == "AveragePool" and _attrs(n).get("ceil_mode", 0) and _attrs(n).get("count_include_pad", 0)))]
+        or (n.op_type in ("MaxPool", "AveragePool") and _attrs(n).get("ceil_mode", 0))
+        or (n.op_type == "Pad" and len(n.input) > 1)
+        or (n.op_type == "Slice" and len(n.input) > 4 and n.input[4]))]
     if not todo:
         return
     inits = {t.name: t for t in g.initializer}
@@ -310,9 +318,17 @@ def _rewrite_one(b: _Builder, node: Any, a: dict[str, Any], shapes: dict[str, tu
     f32 = types.get(x) == 1
     if op == "Compress":
         return _compress(b, node, a, xs, inits, where)
+    if op == "MaxPool":
+        return _pool_ceil_as_pads(b, node, a, xs)
+    if op == "Pad":
+        return _pad_by_gathers(b, node, a, xs, inits)
+    if op == "Slice":
+        return _slice_backwards_as_gathers(b, node, xs, inits)
     if op in ("RNN", "GRU", "LSTM"):
         floats = [v for k, v in enumerate(node.input) if v and k != 4]  # all but sequence_lens
         return all(types.get(v) in (None, 1) for v in floats) and _recurrent(b, node, a, shapes)
+    if op == "AveragePool" and not a.get("count_include_pad", 0):
+        return _pool_ceil_as_pads(b, node, a, xs)
     if op == "AveragePool":
         return _average_pool_ceil_counts(b, node, a, xs, shapes.get(node.output[0]))
     if op == "Col2Im":
@@ -336,6 +352,138 @@ def _rewrite_one(b: _Builder, node: Any, a: dict[str, Any], shapes: dict[str, tu
         # a Resize by the policy's scale where flooring gives its size, else by tables
         return _resize_keeping_aspect(b, node, a, xs, inits) or (f32 and _resize_by_tables(b, node, a, xs, inits))
     return _scatter_minmax(b, node, a, xs, second, types, where)
+
+
+def _pool_ceil_as_pads(b: _Builder, node: Any, a: dict[str, Any], xs: tuple[int, ...] | None) -> bool:
+    """MaxPool, or AveragePool without count_include_pad, with ceil_mode as one without, its end
+    pads grown to cover the last window. The standard's output length drops the last window
+    where it would start past the input and its begin padding (as PyTorch's); torch-mlir's
+    lowering keeps it (a wrong output shape) or fails to lower. Padding neither wins a max nor
+    counts in such an average, so the pads that make floor mode give that length give the same
+    windows and values."""
+    if len(node.output) != 1 or xs is None or len(xs) < 3 or a.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
+        return False
+    ks = [int(k) for k in a.get("kernel_shape", [])]
+    n = len(ks)
+    if n != len(xs) - 2:
+        return False
+    strides = [int(s) for s in a.get("strides", [1] * n)]
+    dils = [int(d) for d in a.get("dilations", [1] * n)]
+    pads = [int(p) for p in a.get("pads", [0] * (2 * n))]
+    if len(strides) != n or len(dils) != n or len(pads) != 2 * n or min(strides + dils) < 1 or min(pads) < 0:
+        return False
+    ends = []
+    for i in range(n):
+        length, k, s, d, pb, pe = xs[2 + i], ks[i], strides[i], dils[i], pads[i], pads[n + i]
+        span = d * (k - 1) + 1
+        total = length + pb + pe
+        if total < span:
+            return False
+        out = -(-(total - span) // s) + 1
+        if (out - 1) * s >= length + pb:  # the last window would start in the end padding
+            out -= 1
+        pe2 = max(0, (out - 1) * s + span - length - pb)  # (padding past the last window is never read)
+        if (length + pb + pe2 - span) // s + 1 != out:
+            return False
+        ends.append(pe2)
+    attrs = {k: v for k, v in a.items() if k not in ("ceil_mode", "pads")}
+    b.op(node.op_type, [node.input[0]], node.output[0], pads=pads[:n] + ends, **attrs)
+    return True
+
+
+def _pad_by_gathers(b: _Builder, node: Any, a: dict[str, Any], xs: tuple[int, ...] | None,
+                    inits: dict[str, Any]) -> bool:
+    """Pad with constant pads (and axes) over a static shape where torch-mlir's lowering fails
+    or refuses: a negative pad (a crop) as a Slice first; then 'reflect' and 'edge' as a Gather
+    per padded axis at compile-time indices (torch-mlir lowers some reflect pads to a reversed
+    indexing map halbench does not take, others to dynamic shapes); a constant pad, its negative
+    parts cropped, stays a Pad. Other pads are left to torch-mlir."""
+    import numpy as np
+    from onnx import numpy_helper
+
+    mode = a.get("mode", b"constant")
+    mode = mode.decode() if isinstance(mode, bytes) else str(mode)
+    if xs is None or mode not in ("constant", "reflect", "edge") or node.input[1] not in inits:
+        return False
+    rank = len(xs)
+    axes_in = node.input[3] if len(node.input) > 3 and node.input[3] else None
+    if axes_in is not None and axes_in not in inits:
+        return False
+    raw = [int(v) for v in numpy_helper.to_array(inits[axes_in]).reshape(-1)] if axes_in else list(range(rank))
+    if any(not -rank <= v < rank for v in raw) or len({v % rank for v in raw}) != len(raw):
+        return False
+    pads = [int(v) for v in numpy_helper.to_array(inits[node.input[1]]).reshape(-1)]
+    if len(pads) != 2 * len(raw):
+        return False
+    begin, end = [0] * rank, [0] * rank
+    for j, ax in enumerate(v % rank for v in raw):
+        begin[ax], end[ax] = pads[j], pads[len(raw) + j]
+    if mode == "constant" and min(begin + end) >= 0:
+        return False  # torch-mlir's own lowering
+    cut = [xs[i] - max(-begin[i], 0) - max(-end[i], 0) for i in range(rank)]
+    if min(cut) < 0 or (mode != "constant" and min(cut) < 1):
+        return False
+    if mode == "reflect" and any((begin[i] > 0 or end[i] > 0) and max(begin[i], end[i]) > cut[i] - 1
+                                 for i in range(rank)):
+        return False  # wider than the axis: onnxruntime refuses it
+    x = node.input[0]
+    if min(begin + end) < 0:
+        crop = [i for i in range(rank) if begin[i] < 0 or end[i] < 0]
+        x = b.op("Slice", [x, b.const([max(-begin[i], 0) for i in crop], np.int64),
+                           b.const([xs[i] - max(-end[i], 0) for i in crop], np.int64), b.const(crop, np.int64)])
+    grow = [max(v, 0) for v in begin] + [max(v, 0) for v in end]
+    if mode == "constant":
+        value = [node.input[2]] if len(node.input) > 2 and node.input[2] else []
+        b.op("Pad", [x, b.const(grow, np.int64), *value], node.output[0], mode="constant")
+        return True
+    todo = [i for i in range(rank) if grow[i] or grow[rank + i]]
+    for j, ax in enumerate(todo):
+        d, lo, hi = cut[ax], grow[ax], grow[rank + ax]
+        idx = []
+        for t in range(-lo, d + hi):
+            if mode == "edge":
+                idx.append(min(max(t, 0), d - 1))
+                continue
+            while t < 0 or t >= d:
+                t = -t if t < 0 else 2 * (d - 1) - t
+            idx.append(t)
+        x = b.op("Gather", [x, b.const(idx, np.int64)], node.output[0] if j == len(todo) - 1 else None, axis=ax)
+    if not todo:
+        b.op("Identity", [x], node.output[0])
+    return True
+
+
+def _slice_backwards_as_gathers(b: _Builder, node: Any, xs: tuple[int, ...] | None, inits: dict[str, Any]) -> bool:
+    """A Slice with constant starts / ends / axes / steps, some step negative, over a static
+    shape as a Gather per axis at the indices it takes (Python's slice rules: the clamping the
+    standard gives). torch-mlir lowers a backwards slice to a reversed indexing map halbench does
+    not take, and one starting past the end to an empty tensor (a kernel failure at run time)."""
+    import numpy as np
+    from onnx import numpy_helper
+
+    ins = list(node.input)
+    if xs is None or any(v not in inits for v in ins[1:5] if v) or not ins[2] or not ins[1]:
+        return False
+    vals = [numpy_helper.to_array(inits[v]).reshape(-1).astype(np.int64).tolist() if v else None for v in ins[1:5]]
+    starts, ends, axes, steps = vals
+    rank = len(xs)
+    axes = axes if axes is not None else list(range(len(starts)))
+    if not (len(starts) == len(ends) == len(axes) == len(steps)) or min(steps) >= 0 or 0 in steps:
+        return False
+    if any(not -rank <= a < rank for a in axes) or len({a % rank for a in axes}) != len(axes):
+        return False
+    x = node.input[0]
+    order = sorted(range(len(axes)), key=lambda j: axes[j] % rank)
+    for n, j in enumerate(order):
+        ax = axes[j] % rank
+        big = 1 << 62  # (INT64_MAX / MIN-like bounds clamp as Python's do)
+        lo, hi = max(min(starts[j], big), -big), max(min(ends[j], big), -big)
+        idx = list(range(*slice(lo, hi, steps[j]).indices(xs[ax])))
+        if not idx:
+            return False  # an empty result: left to torch-mlir and the importer's refusal
+        last = n == len(order) - 1
+        x = b.op("Gather", [x, b.const(idx, np.int64)], node.output[0] if last else None, axis=ax)
+    return True
 
 
 def _compress(b: _Builder, node: Any, a: dict[str, Any], xs: tuple[int, ...] | None, inits: dict[str, Any],

@@ -110,6 +110,7 @@ def prepare_model(model: Any, input_shapes: dict[str, tuple[int, ...]],
     _maxpool3d_as_2d(model)
     _reverse_sequence_as_gather(model)
     _small_det_and_lp_norm(model)
+    _unit_reductions_as_elementwise(model)
     _conv_transpose_same_as_pads(model)
     rewrite_nodes_with_shapes(model)
     # Shape arithmetic on static shapes becomes constants, so every tensor has a known rank.
@@ -594,6 +595,61 @@ def _small_det_and_lp_norm(model: Any) -> None:
                     helper.make_node("Div", [node.input[0], p + "_den"], [node.output[0]])]
             continue
         out.append(node)
+    del g.node[:]
+    g.node.extend(out)
+
+
+#: A reduction over one element, per op: the element-wise op it is (None: the element itself)
+_UNIT_REDUCTIONS = {"ReduceSum": None, "ReduceMean": None, "ReduceMax": None, "ReduceMin": None, "ReduceProd": None,
+                    "ReduceLogSumExp": None, "ReduceL1": "Abs", "ReduceL2": "Abs", "ReduceSumSquare": "Square",
+                    "ReduceLogSum": "Log"}
+
+
+def _unit_reductions_as_elementwise(model: Any) -> None:
+    """A Reduce* node that keeps its dims and whose every reduced axis has length 1 as the
+    element-wise op it is (an Identity, Abs, x * x or Log). torch-mlir's conversion of
+    ReduceL2 / ReduceLogSum / ReduceLogSumExp over only unit axes aborts the whole process (an
+    LLVM fatal error in the dialect conversion, not an exception); LpNormalization along a unit
+    axis reaches it through _small_det_and_lp_norm's ReduceL2. Axes must be an attribute or an
+    initializer; a reduction over all axes (none given) counts every axis. A reduction with no
+    axes and noop_with_empty_axes (torch-mlir aborts on it too) is that element-wise op as well,
+    as onnxruntime and the reference give it."""
+    from onnx import helper, numpy_helper
+
+    g = model.graph
+    if not any(n.op_type in _UNIT_REDUCTIONS and n.domain in ("", "ai.onnx") for n in g.node):
+        return
+    shapes = _inferred_shapes(model) or {}
+    inits = {t.name: t for t in g.initializer}
+    out = []
+    for node in g.node:
+        xs = shapes.get(node.input[0]) if node.input else None
+        if node.op_type not in _UNIT_REDUCTIONS or node.domain not in ("", "ai.onnx") or xs is None:
+            out.append(node)
+            continue
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        if len(node.input) > 1 and node.input[1]:
+            if node.input[1] not in inits:
+                out.append(node)
+                continue
+            axes = [int(a) for a in numpy_helper.to_array(inits[node.input[1]]).reshape(-1)]
+        else:
+            axes = [int(a) for a in attrs.get("axes", [])]
+        noop = not axes and int(attrs.get("noop_with_empty_axes", 0))  # (the element-wise op too)
+        if not axes and not noop:
+            axes = list(range(len(xs)))
+        if not noop and (int(attrs.get("keepdims", 1)) != 1 or any(not -len(xs) <= a < len(xs) for a in axes)
+                         or any(xs[a] != 1 for a in axes)):
+            out.append(node)
+            continue
+        op = _UNIT_REDUCTIONS[node.op_type]
+        x, y = node.input[0], node.output[0]
+        if op is None:
+            out.append(helper.make_node("Identity", [x], [y]))
+        elif op == "Square":
+            out.append(helper.make_node("Mul", [x, x], [y]))
+        else:
+            out.append(helper.make_node(op, [x], [y]))
     del g.node[:]
     g.node.extend(out)
 
