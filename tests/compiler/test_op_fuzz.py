@@ -29,11 +29,11 @@ onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 pytest.importorskip("iree.compiler")
 
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from onnx import TensorProto, helper, numpy_helper
 
-from halbench.errors import HalbenchError  # noqa: E402
-from halbench.compiler import compile_model  # noqa: E402
-from tests.compiler.helpers import onnx_reference, run_local  # noqa: E402
+from halbench.compiler import compile_model
+from halbench.errors import HalbenchError
+from tests.compiler.helpers import onnx_reference, run_local
 
 pytestmark = pytest.mark.fuzz
 _NIGHTLY = "HALBENCH_FUZZ_EXAMPLES" in os.environ
