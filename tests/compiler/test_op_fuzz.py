@@ -358,6 +358,8 @@ FOUND = {
                                    pads=[0, 1, 0, 1], ceil_mode=1),
     "average_pool_ceil_no_pad_count": Case("AveragePool", {"x": (1, 1, 2, 1)}, kernel_shape=[1, 1],
                                            strides=[2, 1], ceil_mode=1, count_include_pad=0),
+    "average_pool_ceil_counting_no_pads": Case("AveragePool", {"x": (1, 1, 2, 1)}, kernel_shape=[1, 1],
+                                               strides=[2, 1], ceil_mode=1, count_include_pad=1),
     # negative (cropping) constant pads: a run-time kernel failure or a refusal
     "pad_crop": Case("Pad", {"x": (5, 5)}, {"pads": np.array([-1, 1, 1, 1], np.int64)}, mode="constant"),
     "pad_crop_value": Case("Pad", {"x": (5, 2, 4, 3)}, {"pads": np.array([1, 0, -1, 2, 1, 1, -1, 0], np.int64),

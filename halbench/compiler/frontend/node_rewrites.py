@@ -327,8 +327,8 @@ def _rewrite_one(b: _Builder, node: Any, a: dict[str, Any], shapes: dict[str, tu
     if op in ("RNN", "GRU", "LSTM"):
         floats = [v for k, v in enumerate(node.input) if v and k != 4]  # all but sequence_lens
         return all(types.get(v) in (None, 1) for v in floats) and _recurrent(b, node, a, shapes)
-    if op == "AveragePool" and not a.get("count_include_pad", 0):
-        return _pool_ceil_as_pads(b, node, a, xs)
+    if op == "AveragePool" and (not a.get("count_include_pad", 0) or not any(a.get("pads", []))):
+        return _pool_ceil_as_pads(b, node, a, xs)  # (without pads, count_include_pad counts nothing)
     if op == "AveragePool":
         return _average_pool_ceil_counts(b, node, a, xs, shapes.get(node.output[0]))
     if op == "Col2Im":
@@ -355,7 +355,7 @@ def _rewrite_one(b: _Builder, node: Any, a: dict[str, Any], shapes: dict[str, tu
 
 
 def _pool_ceil_as_pads(b: _Builder, node: Any, a: dict[str, Any], xs: tuple[int, ...] | None) -> bool:
-    """MaxPool, or AveragePool without count_include_pad, with ceil_mode as one without, its end
+    """MaxPool, or AveragePool without count_include_pad (or pads), with ceil_mode as one without, its end
     pads grown to cover the last window. The standard's output length drops the last window
     where it would start past the input and its begin padding (as PyTorch's); torch-mlir's
     lowering keeps it (a wrong output shape) or fails to lower. Padding neither wins a max nor
@@ -386,7 +386,7 @@ def _pool_ceil_as_pads(b: _Builder, node: Any, a: dict[str, Any], xs: tuple[int,
         if (length + pb + pe2 - span) // s + 1 != out:
             return False
         ends.append(pe2)
-    attrs = {k: v for k, v in a.items() if k not in ("ceil_mode", "pads")}
+    attrs = {k: v for k, v in a.items() if k not in ("ceil_mode", "pads", "count_include_pad")}
     b.op(node.op_type, [node.input[0]], node.output[0], pads=pads[:n] + ends, **attrs)
     return True
 
