@@ -360,6 +360,12 @@ FOUND = {
                                            strides=[2, 1], ceil_mode=1, count_include_pad=0),
     "average_pool_ceil_counting_no_pads": Case("AveragePool", {"x": (1, 1, 2, 1)}, kernel_shape=[1, 1],
                                                strides=[2, 1], ceil_mode=1, count_include_pad=1),
+    # ConvTranspose with asymmetric pads: refused (torch-mlir has no pattern), grouped or not
+    "conv_transpose_asymmetric": Case("ConvTranspose", {"x": (2, 3, 3, 6)}, {"W": _rand(3, (3, 2, 1, 2))},
+                                      strides=[3, 2], dilations=[2, 2], pads=[1, 0, 0, 1]),
+    "conv_transpose_asymmetric_grouped": Case("ConvTranspose", {"x": (2, 4, 7, 4)}, {"W": _rand(3, (4, 1, 2, 2))},
+                                              group=2, strides=[1, 3], dilations=[2, 1], pads=[1, 0, 1, 1],
+                                              output_padding=[0, 1]),
     # negative (cropping) constant pads: a run-time kernel failure or a refusal
     "pad_crop": Case("Pad", {"x": (5, 5)}, {"pads": np.array([-1, 1, 1, 1], np.int64)}, mode="constant"),
     "pad_crop_value": Case("Pad", {"x": (5, 2, 4, 3)}, {"pads": np.array([1, 0, -1, 2, 1, 1, -1, 0], np.int64),

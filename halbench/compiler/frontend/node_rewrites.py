@@ -38,7 +38,8 @@ With the static shapes of ONNX shape inference (``rewrite_nodes_with_shapes``):
   to dynamic shapes);
 * Slice with a negative step (constant bounds) as a Gather per axis at the indices it takes;
 * Col2Im (N-D) as a gather of each image element's column elements at compile-time indices;
-* ConvTranspose with groups as one per group (torch-mlir's lowering of groups fails);
+* ConvTranspose with groups as one per group (torch-mlir's lowering of groups fails), and with
+  asymmetric pads as the unpadded one cropped by a Slice (torch-mlir has no pattern for them);
 * QuantizeLinear / DequantizeLinear with blocked scales as their formulas;
 * TensorScatter (a KV cache's update, linear or circular) as a select between the cache and the
   update row each position takes;
@@ -282,7 +283,7 @@ def rewrite_nodes_with_shapes(model: Any) -> None:
         or (n.op_type == "Resize" and (_attrs(n).get("keep_aspect_ratio_policy", b"stretch") != b"stretch"
                                        or _resize_by_tables_wanted(_attrs(n))))
         or n.op_type in ("GridSample", "TensorScatter", "DFT", "STFT", "RNN", "GRU", "LSTM")
-        or (n.op_type == "ConvTranspose" and int(_attrs(n).get("group", 1)) > 1)
+        or (n.op_type == "ConvTranspose" and (int(_attrs(n).get("group", 1)) > 1 or _asymmetric(_attrs(n))))
         or n.op_type in ("QuantizeLinear", "DequantizeLinear", "Col2Im")
         or (n.op_type in ("MaxPool", "AveragePool") and _attrs(n).get("ceil_mode", 0))
         or (n.op_type == "Pad" and len(n.input) > 1)
@@ -334,7 +335,9 @@ def _rewrite_one(b: _Builder, node: Any, a: dict[str, Any], shapes: dict[str, tu
     if op == "Col2Im":
         return _col2im(b, node, a, xs, inits, where)
     if op == "ConvTranspose":
-        return _grouped_conv_transpose(b, node, a, xs, second)
+        if int(a.get("group", 1)) > 1:
+            return _grouped_conv_transpose(b, node, a, xs, second)
+        return _conv_transpose(b, [*node.input], a, xs, second, node.output[0])
     if op in ("QuantizeLinear", "DequantizeLinear"):
         return _quantize_linear(b, node, a, shapes, types, where)
     if op == "DFT":
@@ -860,8 +863,53 @@ def _grouped_conv_transpose(b: _Builder, node: Any, a: dict[str, Any], xs: tuple
         b.nodes[-1].ClearField("output")
         b.nodes[-1].output.extend(bs_g)
     keep = {k: v for k, v in a.items() if k != "group"}
-    parts = [b.op("ConvTranspose", [x, w] + ([bb] if bb else []), **keep) for x, w, bb in zip(xs_g, ws_g, bs_g)]
+    xs1 = (xs[0], xs[1] // groups, *xs[2:])
+    ws1 = (ws[0] // groups, *ws[1:])
+    parts = []
+    for x, w, bb in zip(xs_g, ws_g, bs_g):
+        out = b.name()
+        if not _conv_transpose(b, [x, w] + ([bb] if bb else []), keep, xs1, ws1, out):
+            return False
+        parts.append(out)
     b.op("Concat", parts, node.output[0], axis=1)
+    return True
+
+
+def _asymmetric(a: dict[str, Any]) -> bool:
+    """Whether a ConvTranspose's explicit pads differ between an axis's begin and end."""
+    pads = [int(p) for p in a.get("pads", [])]
+    n = len(pads) // 2
+    return pads[:n] != pads[n:]
+
+
+def _conv_transpose(b: _Builder, inputs: list[str], a: dict[str, Any], xs: tuple[int, ...] | None,
+                    ws: tuple[int, ...] | None, out: str) -> bool:
+    """One ConvTranspose (no groups) into ``out``; asymmetric pads (torch-mlir's conversion has
+    no pattern for them) as the unpadded transposed convolution cropped by a Slice: pads crop
+    the full output, begin pads at the start and end pads at the end of each axis. False where
+    the shapes, an output_shape or auto_pad make that unsafe (the node is then kept)."""
+    import numpy as np
+
+    if not _asymmetric(a):
+        b.op("ConvTranspose", inputs, out, **a)
+        return True
+    n = len(a.get("pads", [])) // 2
+    if xs is None or ws is None or len(xs) != n + 2 or len(ws) != n + 2 or "output_shape" in a \
+            or a.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
+        return False
+    pads = [int(p) for p in a["pads"]]
+    strides = [int(v) for v in a.get("strides", [1] * n)]
+    dils = [int(v) for v in a.get("dilations", [1] * n)]
+    opad = [int(v) for v in a.get("output_padding", [0] * n)]
+    if not (len(strides) == len(dils) == len(opad) == n) or min(pads) < 0:
+        return False
+    full = [strides[i] * (xs[2 + i] - 1) + opad[i] + dils[i] * (ws[2 + i] - 1) + 1 for i in range(n)]
+    if any(full[i] - pads[i] - pads[n + i] <= 0 for i in range(n)):
+        return False
+    keep = {k: v for k, v in a.items() if k != "pads"}
+    whole = b.op("ConvTranspose", inputs, **keep)
+    b.op("Slice", [whole, b.const(pads[:n], np.int64), b.const([full[i] - pads[n + i] for i in range(n)], np.int64),
+                   b.const([2 + i for i in range(n)], np.int64)], out)
     return True
 
 
