@@ -9,7 +9,8 @@ reaches torch-mlir. Without shapes (``rewrite_ml_and_training_nodes``, after the
   where sqrt(2 / pi) is 0.7978846: 2e-4 off, and 1e-3 relative in the tail);
 * ``ai.onnx.ml`` Binarizer (``X > threshold`` as 0 / 1 of X's type) and ArrayFeatureExtractor
   (a Gather along the last axis);
-* an f16 Range (torch-mlir lowers none) counted in f32 and cast to f16.
+* an f16 Range (torch-mlir lowers none) counted in f32 and cast to f16;
+* Softsign as ``x / (1 + |x|)`` (torch-mlir's conversion has no pattern for it).
 
 With the static shapes of ONNX shape inference (``rewrite_nodes_with_shapes``):
 
@@ -197,6 +198,10 @@ def _gelu_tanh(node: Any) -> bool:
             and _attrs(node).get("approximate", b"none") in (b"tanh", "tanh"))
 
 
+def _softsign(node: Any) -> bool:
+    return node.op_type == "Softsign" and node.domain in ("", "ai.onnx")
+
+
 def _range_f16(node: Any) -> bool:
     return node.op_type == "Range" and node.domain in ("", "ai.onnx") and len(node.input) == 3
 
@@ -208,7 +213,7 @@ def rewrite_ml_and_training_nodes(model: Any, target_opset: int) -> bool:
     from onnx import helper
 
     g = model.graph
-    if not any(n.domain in (_TRAINING, _ML) or _gelu_tanh(n) or _range_f16(n) for n in g.node):
+    if not any(n.domain in (_TRAINING, _ML) or _gelu_tanh(n) or _range_f16(n) or _softsign(n) for n in g.node):
         return False
     types = _elem_types(model)
     f32 = 1  # TensorProto.FLOAT: the formulas' constants are f32
@@ -259,6 +264,14 @@ def rewrite_ml_and_training_nodes(model: Any, target_opset: int) -> bool:
             # (torch-mlir lowers no f16 Range): counted in f32, each element rounded to f16 once
             r32 = [b.op("Cast", [v], to=f32) for v in node.input]
             b.op("Cast", [b.op("Range", r32)], node.output[0], to=10)
+        elif _softsign(node):
+            et = types.get(node.input[0])
+            if et not in (1, 10, 11):
+                out.append(node)
+                continue
+            # x / (1 + |x|) in x's type (torch-mlir's conversion has no pattern for Softsign)
+            one = b.const(1.0, helper.tensor_dtype_to_np_dtype(et))
+            b.op("Div", [node.input[0], b.op("Add", [one, b.op("Abs", [node.input[0]])])], node.output[0])
         elif node.domain == _ML and node.op_type == "ArrayFeatureExtractor":
             b.op("Gather", [node.input[0], node.input[1]], node.output[0], axis=-1)
         else:

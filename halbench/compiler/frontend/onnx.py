@@ -745,7 +745,9 @@ def _lppool_as_average(g: Any) -> None:
 
 def _space_to_depth_crd(g: Any) -> None:
     """SpaceToDepth in CRD mode (opset 28), which torch-mlir lowers as DCR: the standard's own
-    Reshape -> Transpose(0, 1, 3, 5, 2, 4) -> Reshape, for a static 4-D input."""
+    Reshape -> Transpose(0, 1, 3, 5, 2, 4) -> Reshape, for a static 4-D input. SpaceToDepth and
+    DepthToSpace of block size 1 are identities (torch-mlir's DepthToSpace in CRD mode with block
+    size 1 permuted the elements: found by tests/compiler/test_op_fuzz.py)."""
     import numpy as np
     from onnx import helper, numpy_helper
 
@@ -756,6 +758,10 @@ def _space_to_depth_crd(g: Any) -> None:
     for k, node in enumerate(g.node):
         attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
         shape = shapes.get(node.input[0]) if node.input else None
+        if (node.op_type in ("SpaceToDepth", "DepthToSpace") and node.domain in ("", "ai.onnx")
+                and int(attrs.get("blocksize", 0)) == 1):
+            out.append(helper.make_node("Identity", [node.input[0]], [node.output[0]]))  # (mis-lowered in CRD mode)
+            continue
         if (node.op_type != "SpaceToDepth" or node.domain not in ("", "ai.onnx")
                 or attrs.get("mode") not in (b"CRD", "CRD") or shape is None or len(shape) != 4):
             out.append(node)
