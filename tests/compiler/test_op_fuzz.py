@@ -516,6 +516,9 @@ FOUND = {
     "depth_to_space_crd_block_1": Case("DepthToSpace", {"x": (1, 2, 1, 2)}, blocksize=1, mode="CRD"),
     # Softsign: refused (torch-mlir's conversion has no pattern for it)
     "softsign": Case("Softsign", {"x": (2, 3)}),
+    # 3-D convolutions: refused (no 3-D kernel in halbench's code generator); grouped, padded, strided
+    "conv3d": Case("Conv", {"x": (2, 4, 5, 6, 5)}, {"W": _rand(15, (6, 2, 3, 2, 3)), "B": _rand(16, (6,))},
+                   group=2, strides=[2, 1, 2], dilations=[1, 2, 1], pads=[1, 0, 1, 0, 1, 1], atol=1e-4),
     # negative (cropping) constant pads: a run-time kernel failure or a refusal
     "pad_crop": Case("Pad", {"x": (5, 5)}, {"pads": np.array([-1, 1, 1, 1], np.int64)}, mode="constant"),
     "pad_crop_value": Case("Pad", {"x": (5, 2, 4, 3)}, {"pads": np.array([1, 0, -1, 2, 1, 1, -1, 0], np.int64),

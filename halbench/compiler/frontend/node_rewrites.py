@@ -38,6 +38,8 @@ With the static shapes of ONNX shape inference (``rewrite_nodes_with_shapes``):
   Gather per axis at compile-time indices (torch-mlir lowers some to a reversed indexing map or
   to dynamic shapes);
 * Slice with a negative step (constant bounds) as a Gather per axis at the indices it takes;
+* a 3-D Conv as one 2-D Conv: each output depth's input taps gathered into the channels, the
+  output depths folded into the batch (halbench's code generator has no 3-D convolution);
 * Col2Im (N-D) as a gather of each image element's column elements at compile-time indices;
 * ConvTranspose with groups as one per group (torch-mlir's lowering of groups fails), and with
   asymmetric pads as the unpadded one cropped by a Slice (torch-mlir has no pattern for them);
@@ -290,6 +292,7 @@ def rewrite_nodes_with_shapes(model: Any) -> None:
     """The rewrites that need static shapes (see the module's docstring), each node by
     _rewrite_one. ONNX shape inference runs once, and only where such a node is present."""
     g = model.graph
+    ranks = {t.name: len(t.dims) for t in g.initializer}
     todo = [n for n in g.node if n.domain in ("", "ai.onnx") and (
         n.op_type == "Compress"
         or (n.op_type == "ScatterElements" and _attrs(n).get("reduction", b"none") in (b"max", b"min"))
@@ -300,7 +303,9 @@ def rewrite_nodes_with_shapes(model: Any) -> None:
         or n.op_type in ("QuantizeLinear", "DequantizeLinear", "Col2Im")
         or (n.op_type in ("MaxPool", "AveragePool") and _attrs(n).get("ceil_mode", 0))
         or (n.op_type == "Pad" and len(n.input) > 1)
-        or (n.op_type == "Slice" and len(n.input) > 4 and n.input[4]))]
+        or (n.op_type == "Slice" and len(n.input) > 4 and n.input[4])
+        or (n.op_type == "Conv" and (len(_attrs(n).get("kernel_shape", [])) == 3
+                                     or (len(n.input) > 1 and ranks.get(n.input[1]) == 5))))]
     if not todo:
         return
     inits = {t.name: t for t in g.initializer}
@@ -338,6 +343,8 @@ def _rewrite_one(b: _Builder, node: Any, a: dict[str, Any], shapes: dict[str, tu
         return _pad_by_gathers(b, node, a, xs, inits)
     if op == "Slice":
         return _slice_backwards_as_gathers(b, node, xs, inits)
+    if op == "Conv":
+        return xs is not None and len(xs) == 5 and _conv3d_as_conv2d(b, node, a, xs, second)
     if op in ("RNN", "GRU", "LSTM"):
         floats = [v for k, v in enumerate(node.input) if v and k != 4]  # all but sequence_lens
         return all(types.get(v) in (None, 1) for v in floats) and _recurrent(b, node, a, shapes)
@@ -499,6 +506,46 @@ def _slice_backwards_as_gathers(b: _Builder, node: Any, xs: tuple[int, ...] | No
             return False  # an empty result: left to torch-mlir and the importer's refusal
         last = n == len(order) - 1
         x = b.op("Gather", [x, b.const(idx, np.int64)], node.output[0] if last else None, axis=ax)
+    return True
+
+
+def _conv3d_as_conv2d(b: _Builder, node: Any, a: dict[str, Any], xs: tuple[int, ...], ws: tuple[int, ...] | None) -> bool:
+    """A 3-D convolution (halbench's code generator has no 3-D kernel) as one 2-D convolution:
+    the input's depth taps of every output depth gathered at compile-time indices and stacked
+    into the channels (channel-major, so groups stay contiguous), the output depths folded into
+    the batch, the filter's depth folded into its input channels; then unfolded back. Depth
+    padding is a zero Pad first; height and width keep the node's pads, strides and dilations."""
+    import numpy as np
+
+    if ws is None or len(ws) != 5 or a.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
+        return False
+    n, c, d, h, w = xs
+    f, cg, kd = ws[0], ws[1], ws[2]
+    strides = [int(v) for v in a.get("strides", [1, 1, 1])]
+    dils = [int(v) for v in a.get("dilations", [1, 1, 1])]
+    pads = [int(v) for v in a.get("pads", [0] * 6)]
+    group = int(a.get("group", 1))
+    if len(strides) != 3 or len(dils) != 3 or len(pads) != 6 or min(pads) < 0 or c != cg * group:
+        return False
+    dp = d + pads[0] + pads[3]
+    od = (dp - dils[0] * (kd - 1) - 1) // strides[0] + 1
+    if od < 1 or n * od * c * kd * h * w > 1 << 26:
+        return False
+    x = node.input[0]
+    if pads[0] or pads[3]:
+        x = b.op("Pad", [x, b.const([0, 0, pads[0], 0, 0, 0, 0, pads[3], 0, 0], np.int64)], mode="constant")
+    idx = [[o * strides[0] + t * dils[0] for o in range(od)] for t in range(kd)]
+    x = b.op("Gather", [x, b.const(idx, np.int64)], axis=2)  # [N, C, KD, OD, H, W]
+    x = b.op("Transpose", [x], perm=[0, 3, 1, 2, 4, 5])  # [N, OD, C, KD, H, W]
+    x = b.op("Reshape", [x, b.const([n * od, c * kd, h, w], np.int64)])
+    wt = b.op("Reshape", [node.input[1], b.const([f, cg * kd, ws[3], ws[4]], np.int64)])
+    bias = [node.input[2]] if len(node.input) > 2 and node.input[2] else []
+    y = b.op("Conv", [x, wt, *bias], group=group, kernel_shape=[ws[3], ws[4]], strides=strides[1:],
+             dilations=dils[1:], pads=[pads[1], pads[2], pads[4], pads[5]])
+    oh = (h + pads[1] + pads[4] - dils[1] * (ws[3] - 1) - 1) // strides[1] + 1
+    ow = (w + pads[2] + pads[5] - dils[2] * (ws[4] - 1) - 1) // strides[2] + 1
+    y = b.op("Reshape", [y, b.const([n, od, f, oh, ow], np.int64)])
+    b.op("Transpose", [y], node.output[0], perm=[0, 2, 1, 3, 4])
     return True
 
 
