@@ -33,7 +33,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from halbench.compiler import compile_model
 from halbench.errors import HalbenchError
-from tests.compiler.helpers import onnx_reference, run_local
+from tests.compiler.helpers import compile_for, device_or_skip, onnx_reference, run_local
 
 pytestmark = pytest.mark.fuzz
 _NIGHTLY = "HALBENCH_FUZZ_EXAMPLES" in os.environ
@@ -542,9 +542,7 @@ FOUND = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(FOUND))
-def test_found_cases_compile_and_match_onnxruntime(name: str) -> None:
-    """Each case compiles (no refusal: the fix makes it a model halbench takes) and matches."""
+def _found_on(name: str, api: str, uri: str) -> None:
     case = FOUND[name]
     rng = np.random.default_rng(0)
     feeds = {n: rng.standard_normal(s).astype(np.float32) for n, s in case.inputs.items()}
@@ -552,8 +550,21 @@ def test_found_cases_compile_and_match_onnxruntime(name: str) -> None:
         path = Path(td) / "m.onnx"
         onnx.save(case.model(), path)
         ref = onnx_reference(path, feeds)[0]
-        bundle = Path(td) / "m.hbx"
-        compile_model(path).write(bundle)
-        out = run_local(bundle, feeds)[0]
+        bundle = compile_for(api, path, Path(td)) if api != "local" else Path(td) / "m.hbx"
+        if api == "local":
+            compile_model(path).write(bundle)
+        out = run_local(bundle, feeds, uri)[0]
     assert out.shape == ref.shape
     assert not _close(out, ref, case.atol).any(), (out, ref)
+
+
+@pytest.mark.parametrize("name", sorted(FOUND))
+def test_found_cases_compile_and_match_onnxruntime(name: str) -> None:
+    """Each case compiles (no refusal: the fix makes it a model halbench takes) and matches."""
+    _found_on(name, "local", "local-sync://")
+
+
+@pytest.mark.parametrize("name", sorted(FOUND))
+def test_found_cases_on_lavapipe(name: str) -> None:
+    """The rewritten graphs through the GPU code generator, on Mesa's lavapipe."""
+    _found_on(name, "vulkan", device_or_skip("vulkan://"))
