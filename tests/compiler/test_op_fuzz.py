@@ -519,6 +519,21 @@ FOUND = {
     # 3-D convolutions: refused (no 3-D kernel in halbench's code generator); grouped, padded, strided
     "conv3d": Case("Conv", {"x": (2, 4, 5, 6, 5)}, {"W": _rand(15, (6, 2, 3, 2, 3)), "B": _rand(16, (6,))},
                    group=2, strides=[2, 1, 2], dilations=[1, 2, 1], pads=[1, 0, 1, 0, 1, 1], atol=1e-4),
+    # Resize forms torch-mlir refused: 1-D (a rank-3 input), half_pixel_symmetric, cubic with
+    # half_pixel, nearest with pytorch_half_pixel
+    "resize_1d_linear": Case("Resize", {"x": (4, 6, 3)}, {"roi": np.array([], np.float32),
+                                                         "sizes": np.array([4, 6, 7], np.int64)},
+                             ["x", "roi", "", "sizes"], mode="linear", coordinate_transformation_mode="align_corners",
+                             atol=1e-4),
+    "resize_cubic_symmetric": Case("Resize", {"x": (1, 2, 4, 5)}, {"roi": np.array([], np.float32),
+                                                                  "scales": np.array([1, 1, 1.5, 2], np.float32)},
+                                   mode="cubic", coordinate_transformation_mode="half_pixel_symmetric",
+                                   cubic_coeff_a=-0.5, atol=1e-4),
+    "resize_nearest_pytorch_half_pixel": Case("Resize", {"x": (1, 1, 3, 4)},
+                                              {"roi": np.array([], np.float32),
+                                               "scales": np.array([1, 1, 2, 0.5], np.float32)},
+                                              mode="nearest", coordinate_transformation_mode="pytorch_half_pixel",
+                                              nearest_mode="floor"),
     # negative (cropping) constant pads: a run-time kernel failure or a refusal
     "pad_crop": Case("Pad", {"x": (5, 5)}, {"pads": np.array([-1, 1, 1, 1], np.int64)}, mode="constant"),
     "pad_crop_value": Case("Pad", {"x": (5, 2, 4, 3)}, {"pads": np.array([1, 0, -1, 2, 1, 1, -1, 0], np.int64),

@@ -296,8 +296,7 @@ def rewrite_nodes_with_shapes(model: Any) -> None:
     todo = [n for n in g.node if n.domain in ("", "ai.onnx") and (
         n.op_type == "Compress"
         or (n.op_type == "ScatterElements" and _attrs(n).get("reduction", b"none") in (b"max", b"min"))
-        or (n.op_type == "Resize" and (_attrs(n).get("keep_aspect_ratio_policy", b"stretch") != b"stretch"
-                                       or _resize_by_tables_wanted(_attrs(n))))
+        or n.op_type == "Resize"
         or n.op_type in ("GridSample", "TensorScatter", "DFT", "STFT", "RNN", "GRU", "LSTM")
         or (n.op_type == "ConvTranspose" and (int(_attrs(n).get("group", 1)) > 1 or _asymmetric(_attrs(n))))
         or n.op_type in ("QuantizeLinear", "DequantizeLinear", "Col2Im")
@@ -371,7 +370,8 @@ def _rewrite_one(b: _Builder, node: Any, a: dict[str, Any], shapes: dict[str, tu
         return f32 and types.get(node.input[1]) == 1 and _grid_sample(b, node, a, xs, second)
     if op == "Resize":
         if a.get("keep_aspect_ratio_policy", b"stretch") == b"stretch":
-            return f32 and _resize_by_tables(b, node, a, xs, inits)
+            wanted = _resize_by_tables_wanted(a) or (xs is not None and len(xs) != 4)
+            return f32 and wanted and _resize_by_tables(b, node, a, xs, inits)
         # a Resize by the policy's scale where flooring gives its size, else by tables
         return _resize_keeping_aspect(b, node, a, xs, inits) or (f32 and _resize_by_tables(b, node, a, xs, inits))
     return _scatter_minmax(b, node, a, xs, second, types, where)
@@ -660,11 +660,16 @@ def _text(v: Any) -> str:
 
 def _resize_by_tables_wanted(a: dict[str, Any]) -> bool:
     """Whether a (stretching) Resize is one _resize_by_tables takes: torch-mlir has no pattern for
-    tf_crop_and_resize nor for nearest with align_corners, and its align_corners coordinates use
-    the integer output length where the specification, given scales, uses scale x length."""
+    tf_crop_and_resize, half_pixel_symmetric, some cubic forms, nor for nearest with align_corners
+    or pytorch_half_pixel (cubic goes by tables whatever its coordinates), and its
+    align_corners coordinates use the integer output length where the specification, given
+    scales, uses scale x length. (A Resize of other than 4 dims goes by tables too: torch-mlir
+    lowers only 2-D spatial resizes; rewrite_nodes_with_shapes looks at every Resize.)"""
     ctm = _text(a.get("coordinate_transformation_mode", "half_pixel"))
-    return (ctm in ("tf_crop_and_resize", "align_corners") or bool(a.get("antialias", 0))
-            or bool(a.get("exclude_outside", 0)))
+    mode = _text(a.get("mode", "nearest"))
+    nearest_phalf = ctm == "pytorch_half_pixel" and mode == "nearest"
+    return (ctm in ("tf_crop_and_resize", "align_corners", "half_pixel_symmetric") or mode == "cubic"
+            or bool(a.get("antialias", 0)) or bool(a.get("exclude_outside", 0)) or nearest_phalf)
 
 
 def _resize_axis(mode: str, ctm: str, nearest: str, cubic_a: float, exclude: bool, length: int,
@@ -793,8 +798,8 @@ def _resize_by_tables(b: _Builder, node: Any, a: dict[str, Any], xs: tuple[int, 
         if taps * full_out[ax] > _MAX_ONE_HOT:
             return False
     if (ctm == "align_corners" and mode != "nearest" and not antialias and not a.get("exclude_outside", 0)
-            and all(full_scale[ax] * xs[ax] == full_out[ax] for ax in range(rank))):
-        return False  # whole output lengths: torch-mlir's lowering computes these right
+            and rank == 4 and all(full_scale[ax] * xs[ax] == full_out[ax] for ax in range(rank))):
+        return False  # whole output lengths: torch-mlir's lowering computes these right (2-D only)
     if mode not in ("nearest", "linear", "cubic") or (antialias and mode == "nearest"):
         return False  # (the specification has no antialiased nearest; torch-mlir's refusal stands)
     extrap = float(a.get("extrapolation_value", 0.0))
