@@ -31,7 +31,7 @@ pytest.importorskip("iree.compiler")
 
 from onnx import TensorProto, helper, numpy_helper
 
-from halbench.compiler import compile_model
+from halbench.compiler import CompileOptions, compile_model
 from halbench.errors import HalbenchError
 from tests.compiler.helpers import compile_for, device_or_skip, onnx_reference, run_local
 
@@ -42,6 +42,7 @@ FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=not _NIGHTLY, 
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 
 OPSET = 18
+_URIS = {"local": "local-sync://", "vulkan": "vulkan://"}
 
 
 class Case:
@@ -71,7 +72,7 @@ class Case:
         return f"{self.op}(inputs={self.inputs}, consts={consts}, attrs={self.attrs})"
 
 
-def _check(case: Case) -> None:
+def _check(case: Case, api: str = "local") -> None:
     rng = np.random.default_rng(0)
     feeds = {n: rng.standard_normal(s).astype(np.float32) for n, s in case.inputs.items()}
     with tempfile.TemporaryDirectory() as td:
@@ -87,7 +88,7 @@ def _check(case: Case) -> None:
         if os.environ.get("HB_FUZZ_TRACE"):
             print("CASE", case, flush=True)
         try:
-            cm = compile_model(path)
+            cm = compile_model(path, CompileOptions(target_devices=(api, "local")) if api != "local" else None)
         except HalbenchError as e:
             if os.environ.get("HB_FUZZ_TRACE"):
                 print("REFUSED", str(e)[:200], flush=True)
@@ -95,7 +96,7 @@ def _check(case: Case) -> None:
             return
         bundle = tmp / "m.hbx"
         cm.write(bundle)
-        out = run_local(bundle, feeds)[0]  # a compiled model must run: a failure here is a bug
+        out = run_local(bundle, feeds, _URIS[api])[0]  # a compiled model must run: a failure here is a bug
         assert out.shape == ref.shape, f"{case}: shape {out.shape}, onnxruntime {ref.shape}"
         bad = _close(out, ref, case.atol)
         assert not bad.any(), (f"{case}: {int(bad.sum())} of {ref.size} elements differ, first at "
@@ -483,6 +484,27 @@ def test_drawn_nodes_match_onnxruntime_or_are_refused(family: str) -> None:
     @given(STRATEGIES[family])
     def run(case: Case) -> None:
         _check(case)
+
+    run()
+
+
+#: the families whose kernels halbench's GPU code generator writes itself (GEMM, convolution,
+#: window, row, reduction and movement kernels), drawn again for Vulkan on lavapipe
+GPU_FAMILIES = ("conv", "conv_transpose", "pool", "gemm", "matmul", "reduce", "softmax", "norm", "movement",
+                "slice", "pad", "gather", "arg", "resize")
+GPU_FUZZ = settings(FUZZ, max_examples=max(1, EXAMPLES // 2))
+
+
+@pytest.mark.parametrize("family", GPU_FAMILIES)
+def test_drawn_nodes_on_lavapipe(family: str) -> None:
+    """The same draws through the GPU code generator (SPIR-V, Vulkan BDA) on Mesa's lavapipe:
+    every computed index, tile edge and split is exercised on shapes nobody chose."""
+    device_or_skip("vulkan://")
+
+    @GPU_FUZZ
+    @given(STRATEGIES[family])
+    def run(case: Case) -> None:
+        _check(case, "vulkan")
 
     run()
 
