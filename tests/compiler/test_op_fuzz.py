@@ -471,11 +471,27 @@ def convs_nd(draw) -> Case:
                 pads=pads, atol=1e-4)
 
 
+
+@st.composite
+def conv_transposes_3d(draw) -> Case:
+    cin, cout = draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    ks = [draw(st.integers(1, 3)) for _ in range(3)]
+    sp = [draw(st.integers(1, 4)) for _ in range(3)]
+    strides = [draw(st.integers(1, 2)) for _ in range(3)]
+    consts = {"W": _rand(17, (cin, cout, *ks))}
+    if draw(st.booleans()):
+        consts["B"] = _rand(18, (cout,))
+    return Case("ConvTranspose", {"x": (draw(st.integers(1, 2)), cin, *sp)}, consts, ["x", *consts],
+                strides=strides, dilations=[draw(st.integers(1, 2)) for _ in range(3)],
+                pads=[draw(st.integers(0, 1)) for _ in range(6)],
+                output_padding=[draw(st.integers(0, s - 1)) for s in strides], atol=1e-4)
+
+
 STRATEGIES = {"conv": convs(), "conv_transpose": conv_transposes(), "pool": pools(), "gemm": gemms(),
               "reduce": reductions(), "slice": slices(), "pad": pads(), "softmax": softmaxes(),
               "gather": gathers(), "arithmetic": arithmetic(), "norm": norms(), "resize": resizes(),
               "movement": movements(), "unary": unaries(), "arg": index_reductions(), "matmul": matmuls(),
-              "einsum": einsums(), "conv_nd": convs_nd()}
+              "einsum": einsums(), "conv_nd": convs_nd(), "conv_transpose_3d": conv_transposes_3d()}
 
 
 @pytest.mark.parametrize("family", sorted(STRATEGIES))
@@ -490,7 +506,7 @@ def test_drawn_nodes_match_onnxruntime_or_are_refused(family: str) -> None:
 
 #: the families whose kernels halbench's GPU code generator writes itself (GEMM, convolution,
 #: window, row, reduction and movement kernels), drawn again for Vulkan on lavapipe
-GPU_FAMILIES = ("conv", "conv_transpose", "pool", "gemm", "matmul", "reduce", "softmax", "norm", "movement",
+GPU_FAMILIES = ("conv", "conv_transpose", "conv_transpose_3d", "conv_nd", "pool", "gemm", "matmul", "reduce", "softmax", "norm", "movement",
                 "slice", "pad", "gather", "arg", "resize")
 GPU_FUZZ = settings(FUZZ, max_examples=max(1, EXAMPLES // 2))
 
@@ -534,8 +550,9 @@ FOUND = {
     "conv_transpose_asymmetric_grouped": Case("ConvTranspose", {"x": (2, 4, 7, 4)}, {"W": _rand(3, (4, 1, 2, 2))},
                                               group=2, strides=[1, 3], dilations=[2, 1], pads=[1, 0, 1, 1],
                                               output_padding=[0, 1]),
-    # DepthToSpace in CRD mode of block size 1: torch-mlir's lowering permuted the elements
+    # DepthToSpace in CRD mode: torch-mlir's lowering permuted the elements
     "depth_to_space_crd_block_1": Case("DepthToSpace", {"x": (1, 2, 1, 2)}, blocksize=1, mode="CRD"),
+    "depth_to_space_crd": Case("DepthToSpace", {"x": (2, 8, 2, 3)}, blocksize=2, mode="CRD"),
     # Softsign: refused (torch-mlir's conversion has no pattern for it)
     "softsign": Case("Softsign", {"x": (2, 3)}),
     # 3-D convolutions: refused (no 3-D kernel in halbench's code generator); grouped, padded, strided
@@ -556,6 +573,11 @@ FOUND = {
                                                "scales": np.array([1, 1, 2, 0.5], np.float32)},
                                               mode="nearest", coordinate_transformation_mode="pytorch_half_pixel",
                                               nearest_mode="floor"),
+    # 3-D ConvTranspose: torch-mlir lowers none
+    "conv_transpose_3d": Case("ConvTranspose", {"x": (2, 2, 3, 2, 3)}, {"W": _rand(17, (2, 3, 2, 3, 2)),
+                                                                        "B": _rand(18, (3,))},
+                              strides=[2, 1, 2], dilations=[1, 2, 1], pads=[1, 0, 0, 0, 1, 1],
+                              output_padding=[1, 0, 1], atol=1e-4),
     # negative (cropping) constant pads: a run-time kernel failure or a refusal
     "pad_crop": Case("Pad", {"x": (5, 5)}, {"pads": np.array([-1, 1, 1, 1], np.int64)}, mode="constant"),
     "pad_crop_value": Case("Pad", {"x": (5, 2, 4, 3)}, {"pads": np.array([1, 0, -1, 2, 1, 1, -1, 0], np.int64),

@@ -38,6 +38,8 @@ With the static shapes of ONNX shape inference (``rewrite_nodes_with_shapes``):
   Gather per axis at compile-time indices (torch-mlir lowers some to a reversed indexing map or
   to dynamic shapes);
 * Slice with a negative step (constant bounds) as a Gather per axis at the indices it takes;
+* a 3-D ConvTranspose as one 2-D ConvTranspose (the filter's depth taps as output channels) and
+  a constant 0 / 1 product that sums each output depth's planes (torch-mlir lowers none);
 * a 3-D Conv as one 2-D Conv: each output depth's input taps gathered into the channels, the
   output depths folded into the batch (halbench's code generator has no 3-D convolution);
 * Col2Im (N-D) as a gather of each image element's column elements at compile-time indices;
@@ -292,13 +294,17 @@ def rewrite_nodes_with_shapes(model: Any) -> None:
     """The rewrites that need static shapes (see the module's docstring), each node by
     _rewrite_one. ONNX shape inference runs once, and only where such a node is present."""
     g = model.graph
-    ranks = {t.name: len(t.dims) for t in g.initializer}
+    ranks = {t.name: len(t.dims) for t in g.initializer}  # (a 3-D convolution's filter: rank 5)
+    ranks.update({v.name: len(v.type.tensor_type.shape.dim) for v in [*g.input, *g.value_info]
+                  if v.type.HasField("tensor_type") and v.type.tensor_type.HasField("shape")})
     todo = [n for n in g.node if n.domain in ("", "ai.onnx") and (
         n.op_type == "Compress"
         or (n.op_type == "ScatterElements" and _attrs(n).get("reduction", b"none") in (b"max", b"min"))
         or n.op_type == "Resize"
         or n.op_type in ("GridSample", "TensorScatter", "DFT", "STFT", "RNN", "GRU", "LSTM")
-        or (n.op_type == "ConvTranspose" and (int(_attrs(n).get("group", 1)) > 1 or _asymmetric(_attrs(n))))
+        or (n.op_type == "ConvTranspose" and (int(_attrs(n).get("group", 1)) > 1 or _asymmetric(_attrs(n))
+                                              or len(_attrs(n).get("kernel_shape", [])) == 3
+                                              or (len(n.input) > 1 and ranks.get(n.input[1]) == 5)))
         or n.op_type in ("QuantizeLinear", "DequantizeLinear", "Col2Im")
         or (n.op_type in ("MaxPool", "AveragePool") and _attrs(n).get("ceil_mode", 0))
         or (n.op_type == "Pad" and len(n.input) > 1)
@@ -354,6 +360,8 @@ def _rewrite_one(b: _Builder, node: Any, a: dict[str, Any], shapes: dict[str, tu
     if op == "Col2Im":
         return _col2im(b, node, a, xs, inits, where)
     if op == "ConvTranspose":
+        if xs is not None and len(xs) == 5:
+            return _conv_transpose3d(b, node, a, xs, second)
         if int(a.get("group", 1)) > 1:
             return _grouped_conv_transpose(b, node, a, xs, second)
         return _conv_transpose(b, [*node.input], a, xs, second, node.output[0])
@@ -546,6 +554,59 @@ def _conv3d_as_conv2d(b: _Builder, node: Any, a: dict[str, Any], xs: tuple[int, 
     ow = (w + pads[2] + pads[5] - dils[2] * (ws[4] - 1) - 1) // strides[2] + 1
     y = b.op("Reshape", [y, b.const([n, od, f, oh, ow], np.int64)])
     b.op("Transpose", [y], node.output[0], perm=[0, 2, 1, 3, 4])
+    return True
+
+
+def _conv_transpose3d(b: _Builder, node: Any, a: dict[str, Any], xs: tuple[int, ...], ws: tuple[int, ...] | None) -> bool:
+    """A 3-D ConvTranspose (torch-mlir lowers none) as one 2-D ConvTranspose and a product over
+    depth: the input depths folded into the batch, the filter's depth taps into its output
+    channels; then each output depth sums the (input depth, tap) planes that land on it, a
+    constant 0 / 1 matrix, so strides, dilations, pads and output_padding along depth are that
+    matrix. Height and width keep the node's attributes (asymmetric pads through
+    _conv_transpose). Groups, output_shape and auto_pad are left to torch-mlir's refusal."""
+    import numpy as np
+
+    if (ws is None or len(ws) != 5 or int(a.get("group", 1)) != 1 or "output_shape" in a
+            or a.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET") or ws[0] != xs[1]):
+        return False
+    n, c, d, h, w = xs
+    f, kd = ws[1], ws[2]
+    strides = [int(v) for v in a.get("strides", [1, 1, 1])]
+    dils = [int(v) for v in a.get("dilations", [1, 1, 1])]
+    pads = [int(v) for v in a.get("pads", [0] * 6)]
+    opad = [int(v) for v in a.get("output_padding", [0, 0, 0])]
+    if len(strides) != 3 or len(dils) != 3 or len(pads) != 6 or len(opad) != 3 or min(pads) < 0:
+        return False
+    od = strides[0] * (d - 1) + opad[0] + dils[0] * (kd - 1) + 1 - pads[0] - pads[3]
+    oh = strides[1] * (h - 1) + opad[1] + dils[1] * (ws[3] - 1) + 1 - pads[1] - pads[4]
+    ow = strides[2] * (w - 1) + opad[2] + dils[2] * (ws[4] - 1) + 1 - pads[2] - pads[5]
+    if min(od, oh, ow) < 1 or n * d * f * kd * oh * ow > 1 << 26:
+        return False
+    x = b.op("Transpose", [node.input[0]], perm=[0, 2, 1, 3, 4])  # [N, D, C, H, W]
+    x = b.op("Reshape", [x, b.const([n * d, c, h, w], np.int64)])
+    wt = b.op("Reshape", [node.input[1], b.const([c, f * kd, ws[3], ws[4]], np.int64)])  # out channel f * KD + t
+    attrs2 = {"strides": strides[1:], "dilations": dils[1:], "pads": [pads[1], pads[2], pads[4], pads[5]],
+              "output_padding": opad[1:], "kernel_shape": [ws[3], ws[4]]}
+    y = b.name()
+    if not _conv_transpose(b, [x, wt], attrs2, (n * d, c, h, w), (c, f * kd, ws[3], ws[4]), y):
+        return False
+    y = b.op("Reshape", [y, b.const([n, d, f, kd, oh * ow], np.int64)])
+    y = b.op("Transpose", [y], perm=[0, 2, 4, 3, 1])  # [N, F, OHW, KD, D]
+    y = b.op("Reshape", [y, b.const([n, f, oh * ow, kd * d], np.int64)])
+    sel = np.zeros((kd * d, od), np.float32)
+    for t in range(kd):
+        for i in range(d):
+            o = i * strides[0] + t * dils[0] - pads[0]
+            if 0 <= o < od:
+                sel[t * d + i, o] = 1.0
+    y = b.op("MatMul", [y, b.const(sel)])  # [N, F, OHW, OD]
+    y = b.op("Transpose", [y], perm=[0, 1, 3, 2])
+    bias = node.input[2] if len(node.input) > 2 and node.input[2] else None
+    if bias is None:
+        b.op("Reshape", [y, b.const([n, f, od, oh, ow], np.int64)], node.output[0])
+        return True
+    y = b.op("Reshape", [y, b.const([n, f, od, oh, ow], np.int64)])
+    b.op("Add", [y, b.op("Reshape", [bias, b.const([f, 1, 1, 1], np.int64)])], node.output[0])
     return True
 
 

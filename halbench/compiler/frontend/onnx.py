@@ -745,9 +745,10 @@ def _lppool_as_average(g: Any) -> None:
 
 def _space_to_depth_crd(g: Any) -> None:
     """SpaceToDepth in CRD mode (opset 28), which torch-mlir lowers as DCR: the standard's own
-    Reshape -> Transpose(0, 1, 3, 5, 2, 4) -> Reshape, for a static 4-D input. SpaceToDepth and
-    DepthToSpace of block size 1 are identities (torch-mlir's DepthToSpace in CRD mode with block
-    size 1 permuted the elements: found by tests/compiler/test_op_fuzz.py)."""
+    Reshape -> Transpose(0, 1, 3, 5, 2, 4) -> Reshape, for a static 4-D input; DepthToSpace in CRD
+    mode likewise (Reshape -> Transpose(0, 1, 4, 2, 5, 3) -> Reshape): torch-mlir's lowering
+    permuted its elements (found by tests/compiler/test_op_fuzz.py). SpaceToDepth and DepthToSpace
+    of block size 1 are identities."""
     import numpy as np
     from onnx import helper, numpy_helper
 
@@ -762,8 +763,20 @@ def _space_to_depth_crd(g: Any) -> None:
                 and int(attrs.get("blocksize", 0)) == 1):
             out.append(helper.make_node("Identity", [node.input[0]], [node.output[0]]))  # (mis-lowered in CRD mode)
             continue
+        crd = attrs.get("mode") in (b"CRD", "CRD")
+        if (node.op_type == "DepthToSpace" and node.domain in ("", "ai.onnx") and crd and shape is not None
+                and len(shape) == 4 and shape[1] % int(attrs["blocksize"]) ** 2 == 0):
+            b = int(attrs["blocksize"])
+            n, c, h, w = shape
+            p = f"{node.output[0]}__crd{k}"
+            g.initializer.append(numpy_helper.from_array(np.array([n, c // (b * b), b, b, h, w], np.int64), p + "_s6"))
+            g.initializer.append(numpy_helper.from_array(np.array([n, c // (b * b), h * b, w * b], np.int64), p + "_s4"))
+            out += [helper.make_node("Reshape", [node.input[0], p + "_s6"], [p + "_r"]),
+                    helper.make_node("Transpose", [p + "_r"], [p + "_t"], perm=[0, 1, 4, 2, 5, 3]),
+                    helper.make_node("Reshape", [p + "_t", p + "_s4"], [node.output[0]])]
+            continue
         if (node.op_type != "SpaceToDepth" or node.domain not in ("", "ai.onnx")
-                or attrs.get("mode") not in (b"CRD", "CRD") or shape is None or len(shape) != 4):
+                or not crd or shape is None or len(shape) != 4):
             out.append(node)
             continue
         b = int(attrs["blocksize"])
