@@ -151,3 +151,19 @@ def test_f16_matches_oracle(vk, case, abi):
     (variant,) = generate_vulkan(d, g, "llvmpipe", abi)
     (out,) = run_variant(vk, variant, inputs, [(g.types[d.outputs[0]].shape, np.float16)])
     assert rel_err(out, ref[0]) <= F16_RTOL
+
+
+def test_a_rejected_kernel_is_one_line_naming_its_kept_source(tmp_path, monkeypatch):
+    """A generated kernel glslang rejects (a code generator bug) is reported in one line that
+    names the file its source was kept in, not with the source pasted into the error."""
+    from halbench.compiler.codegen.glsl import _compile
+    from halbench.errors import CompileError
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    src = "#version 460\nlayout(local_size_x = 1) in;\nvoid main() { hb_missing(1.0); }\n"
+    with pytest.raises(CompileError) as e:
+        _compile(src, "broken_bda", False)
+    msg = str(e.value)
+    assert "\n" not in msg and "glslang failed on broken_bda" in msg and "hb_missing" in msg
+    kept = [p for p in (tmp_path / "halbench" / "failed").iterdir()]
+    assert len(kept) == 1 and kept[0].read_text() == src and str(kept[0]) in msg

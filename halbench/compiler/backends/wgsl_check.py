@@ -45,8 +45,9 @@ def validate_wgsl(source: str, *, name: str = "kernel") -> bool:
     try:
         dev.create_shader_module(code=source)
     except Exception as e:  # noqa: BLE001 - naga's message, compacted
-        numbered = "\n".join(f"{i + 1:4d} {ln}" for i, ln in enumerate(source.splitlines()))
-        raise CompileError(f"naga rejected the WGSL of {name}: {' '.join(str(e).split())[:600]}\n"
-                           f"--- generated WGSL ---\n{numbered}") from None
+        from halbench.compiler.codegen.lang import kernel_failure
+
+        raise kernel_failure(CompileError(f"naga rejected the WGSL of {name}: {' '.join(str(e).split())[:600]}"),
+                             source, name, "wgsl") from None
     _ok.add(key)
     return True

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 from halbench.arch import is_sm, parse_sm
 from halbench.compiler.codegen.glsl import GpuVariant, _needs, render
 from halbench.compiler.codegen.kernels import Plan, as_dispatch, plan_dispatch
-from halbench.compiler.codegen.lang import Lang
+from halbench.compiler.codegen.lang import Lang, kernel_failure
 from halbench.compiler.codegen.tuning import Tuning, tuning_for
 from halbench.compiler.ir import Graph
 from halbench.errors import CompileError
@@ -142,8 +142,7 @@ def generate_cuda(d: Any, g: Graph, target: Any = None, *, formats: Sequence[str
         try:
             data = compile_cuda(src, arch=t.arch, output=fmt, name=name, rename={"hb_main": "main"})
         except CompileError as e:
-            numbered = "\n".join(f"{i + 1:4d} {ln}" for i, ln in enumerate(src.splitlines()))
-            raise CompileError(f"{e}\n--- generated CUDA ({name}, {t.arch}) ---\n{numbered}") from None
+            raise kernel_failure(e, src, f"{name}-{t.arch}", "cu") from None
         out.append(GpuVariant(f"cuda-{fmt}-v1", t.arch, data, entry, plan.workgroups, (), src, fmt, gemm=plan.gemm,
                               matrix=plan.matrix))
     return out

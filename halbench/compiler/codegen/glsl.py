@@ -18,7 +18,7 @@ import jinja2
 
 from halbench.compiler.backends.glslang import spirv_requirements
 from halbench.compiler.codegen.kernels import Plan, as_dispatch, plan_dispatch
-from halbench.compiler.codegen.lang import Lang
+from halbench.compiler.codegen.lang import Lang, kernel_failure
 from halbench.compiler.codegen.tuning import Tuning, tuning_for
 from halbench.compiler.codegen.variant import GpuVariant
 from halbench.compiler.ir import Graph
@@ -106,7 +106,7 @@ class GLSL(Lang):
         return f"floatBitsToInt({x})"
 
     def round_half(self, x: str) -> str:
-        return f"hb_round_f16({x})"
+        return f"hb_round_f16(float({x}))"  # (an f64 value truncated to f16 passes through f32)
 
 
 _LIB_FUNCS = ("hb_erf", "hb_tanh", "hb_expm1", "hb_log1p", "hb_round", "hb_fmod", "hb_pow", "hb_copysign",
@@ -178,8 +178,4 @@ def _compile(source: str, name: str, validate: bool) -> bytes:
     try:
         return compile_glsl(source, name=name, validate=validate)
     except CompileError as e:
-        raise CompileError(f"{e}\n--- generated GLSL ({name}) ---\n{_numbered(source)}") from None
-
-
-def _numbered(src: str) -> str:
-    return "\n".join(f"{i + 1:4d} {ln}" for i, ln in enumerate(src.splitlines()))
+        raise kernel_failure(e, source, name, "comp") from None

@@ -20,13 +20,33 @@ from typing import Any, ClassVar
 
 from halbench.errors import CompileError
 
-__all__ = ["FLOATS", "Lang", "ctype", "emit_body", "lin"]
+__all__ = ["FLOATS", "Lang", "ctype", "emit_body", "kernel_failure", "lin"]
 
 FLOATS = ("f16", "bf16", "f32", "f64")
 _CTYPE = {"f16": "float", "bf16": "float", "f32": "float", "f64": "double", "i1": "bool",
           "i8": "int", "i16": "int", "i32": "int", "i64": "int64_t", "u8": "uint", "u16": "uint",
           "u32": "uint", "u64": "uint64_t"}
 _UNSIGNED = {"int": "uint", "int64_t": "uint64_t", "uint": "uint", "uint64_t": "uint64_t", "bool": "uint"}
+
+
+def kernel_failure(error: Exception, source: str, name: str, suffix: str) -> CompileError:
+    """A generated kernel its compiler rejected (a bug in halbench's code generator): one line
+    with the compiler's message and where the kernel's source was kept for the bug report
+    (``cache_dir()/failed``, named by the source's hash; not kept where that cannot be written)."""
+    import hashlib
+
+    from halbench.files import atomic_write
+    from halbench.tools import cache_dir
+
+    first = " ".join(str(error).split())
+    path = cache_dir() / "failed" / f"{name}-{hashlib.sha256(source.encode()).hexdigest()[:12]}.{suffix}"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, source, "generated kernel")
+        where = f"; its source is in {path}"
+    except Exception:  # noqa: BLE001 -- the error itself matters more than the copy
+        where = ""
+    return CompileError(f"{first}{where} (a bug in halbench's code generator: please report it with that file)")
 
 
 def ctype(dtype: str) -> str:
