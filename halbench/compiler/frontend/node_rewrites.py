@@ -10,7 +10,8 @@ reaches torch-mlir. Without shapes (``rewrite_ml_and_training_nodes``, after the
 * ``ai.onnx.ml`` Binarizer (``X > threshold`` as 0 / 1 of X's type) and ArrayFeatureExtractor
   (a Gather along the last axis);
 * an f16 Range (torch-mlir lowers none) counted in f32 and cast to f16;
-* Softsign as ``x / (1 + |x|)`` (torch-mlir's conversion has no pattern for it).
+* Softsign as ``x / (1 + |x|)`` (torch-mlir's conversion has no pattern for it), and Clip with
+  a max but no min as a Min (torch-mlir's lowering fails on the absent min).
 
 With the static shapes of ONNX shape inference (``rewrite_nodes_with_shapes``):
 
@@ -206,6 +207,11 @@ def _softsign(node: Any) -> bool:
     return node.op_type == "Softsign" and node.domain in ("", "ai.onnx")
 
 
+def _clip_max_only(node: Any) -> bool:
+    return (node.op_type == "Clip" and node.domain in ("", "ai.onnx") and len(node.input) == 3
+            and not node.input[1] and bool(node.input[2]))
+
+
 def _range_f16(node: Any) -> bool:
     return node.op_type == "Range" and node.domain in ("", "ai.onnx") and len(node.input) == 3
 
@@ -217,7 +223,8 @@ def rewrite_ml_and_training_nodes(model: Any, target_opset: int) -> bool:
     from onnx import helper
 
     g = model.graph
-    if not any(n.domain in (_TRAINING, _ML) or _gelu_tanh(n) or _range_f16(n) or _softsign(n) for n in g.node):
+    if not any(n.domain in (_TRAINING, _ML) or _gelu_tanh(n) or _range_f16(n) or _softsign(n) or _clip_max_only(n)
+               for n in g.node):
         return False
     types = _elem_types(model)
     f32 = 1  # TensorProto.FLOAT: the formulas' constants are f32
@@ -268,6 +275,9 @@ def rewrite_ml_and_training_nodes(model: Any, target_opset: int) -> bool:
             # (torch-mlir lowers no f16 Range): counted in f32, each element rounded to f16 once
             r32 = [b.op("Cast", [v], to=f32) for v in node.input]
             b.op("Cast", [b.op("Range", r32)], node.output[0], to=10)
+        elif _clip_max_only(node):
+            # Clip with a max and no min (torch-mlir passes the absent min on as a tensor: it fails)
+            b.op("Min", [node.input[0], node.input[2]], node.output[0])
         elif _softsign(node):
             et = types.get(node.input[0])
             if et not in (1, 10, 11):
