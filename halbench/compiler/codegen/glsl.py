@@ -106,7 +106,7 @@ class GLSL(Lang):
         return f"floatBitsToInt({x})"
 
     def round_half(self, x: str) -> str:
-        return f"hb_round_f16(float({x}))"  # (an f64 value truncated to f16 passes through f32)
+        return f"hb_round_f16({x})"
 
 
 _LIB_FUNCS = ("hb_erf", "hb_tanh", "hb_expm1", "hb_log1p", "hb_round", "hb_fmod", "hb_pow", "hb_copysign",

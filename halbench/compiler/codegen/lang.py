@@ -315,10 +315,12 @@ def _expr(n: Any, a: list[str], adt: list[str], t: str, L: Lang, arg: Callable[[
     if op == "extf":
         return a[0] if t == src_t else f"{t}({a[0]})"
     if op == "truncf":
+        # (from f64: through f32 first, the helpers take a float; glslang rejected a double)
+        x = a[0] if src_t == "float" else f"float({a[0]})"
         if n.dtype == "f16":
-            return L.round_half(a[0])
+            return L.round_half(x)
         if n.dtype == "bf16":
-            return f"hb_round_bf16({a[0]})"
+            return f"hb_round_bf16({x})"
         return f"{t}({a[0]})"
     if op == "extsi":
         return f"({a[0]} ? {t}(-1) : {t}(0))" if src_t == "bool" else f"{t}({a[0]})"
