@@ -72,6 +72,11 @@ class CompileError(HalbenchError):
     """A model or kernel could not be compiled."""
 
 
+class KernelRejected(CompileError):
+    """A kernel compiler (glslang, NVRTC, nvJitLink, naga) rejected source halbench generated: a
+    bug in the code generator, not in the user's model or set-up."""
+
+
 class NothingToDo(UserError):
     """The command selected nothing to run (an ``--only`` that matches nothing, no devices):
     exit 2, and nothing is written."""

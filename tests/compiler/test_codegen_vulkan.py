@@ -167,3 +167,19 @@ def test_a_rejected_kernel_is_one_line_naming_its_kept_source(tmp_path, monkeypa
     assert "\n" not in msg and "glslang failed on broken_bda" in msg and "hb_missing" in msg
     kept = [p for p in (tmp_path / "halbench" / "failed").iterdir()]
     assert len(kept) == 1 and kept[0].read_text() == src and str(kept[0]) in msg
+
+
+def test_a_missing_kernel_compiler_is_not_called_a_code_generator_bug(monkeypatch):
+    """Only a rejection of the generated source is reported as a code generator bug; glslang
+    missing keeps its own one-line error (how to install it)."""
+    from halbench.compiler.backends import glslang
+    from halbench.compiler.codegen.glsl import _compile
+    from halbench.errors import CompileError
+
+    def missing(*a, **k):
+        raise CompileError("glslangValidator not found; apt install glslang-tools")
+
+    monkeypatch.setattr(glslang, "compile_glsl", missing)
+    with pytest.raises(CompileError) as e:
+        _compile("void main() {}", "k_bda", False)
+    assert str(e.value) == "glslangValidator not found; apt install glslang-tools"

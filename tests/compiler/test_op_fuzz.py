@@ -720,3 +720,25 @@ def test_found_cases_compile_and_match_onnxruntime(name: str) -> None:
 def test_found_cases_on_lavapipe(name: str) -> None:
     """The rewritten graphs through the GPU code generator, on Mesa's lavapipe."""
     _found_on(name, "vulkan", device_or_skip("vulkan://"))
+
+
+#: Crafted nodes the new rewrites must refuse in one line, quickly, without building huge tables
+#: or dividing by zero (each crashed or would have allocated gigabytes in a rewrite before)
+CRAFTED = {
+    "depth_to_space_crd_no_blocksize": Case("DepthToSpace", {"x": (1, 4, 2, 2)}, mode="CRD"),
+    "conv3d_stride_0": Case("Conv", {"x": (1, 1, 3, 3, 3)}, {"W": _rand(1, (1, 1, 2, 2, 2))}, strides=[0, 1, 1]),
+    "conv_transpose_3d_huge_stride": Case("ConvTranspose", {"x": (1, 1, 3, 2, 2)}, {"W": _rand(1, (1, 1, 2, 2, 2))},
+                                          strides=[1 << 30, 1, 1]),
+    "pad_edge_huge": Case("Pad", {"x": (2, 3)}, {"pads": np.array([0, 1 << 40, 0, 0], np.int64)}, mode="edge"),
+    "max_pool_ceil_kernel_0": Case("MaxPool", {"x": (1, 1, 4, 4)}, kernel_shape=[0, 2], ceil_mode=1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CRAFTED))
+def test_crafted_nodes_are_refused_in_one_line(name: str) -> None:
+    with tempfile.TemporaryDirectory() as td:
+        path = Path(td) / "m.onnx"
+        onnx.save(CRAFTED[name].model(), path)
+        with pytest.raises(HalbenchError) as e:
+            compile_model(path)
+    assert str(e.value) and "\n" not in str(e.value).strip()

@@ -13,7 +13,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from halbench.errors import CompileError, UserError
+from halbench.errors import CompileError, KernelRejected, UserError
 from halbench.tools import SPIRV_TARGET_ENV, cache_dir, tool_env
 from halbench.tools import find_tool as _find_tool
 from halbench.tools import validate_spirv as _validate
@@ -57,7 +57,7 @@ def compile_glsl(source: str, defines: dict[str, object] | None = None, *, name:
         if proc.returncode != 0 or not out.exists():
             lines = [ln for ln in (proc.stdout + proc.stderr).splitlines()
                      if "ERROR" in ln or "error" in ln] or (proc.stdout + proc.stderr).splitlines()
-            raise CompileError(f"glslang failed on {name}: {' | '.join(lines[:3])}")
+            raise KernelRejected(f"glslang failed on {name}: {' | '.join(lines[:3])}")
         spirv = out.read_bytes()
     if validate:
         validate_spirv(spirv, name=name)

@@ -21,7 +21,7 @@ from functools import cache
 from pathlib import Path
 
 from halbench.arch import is_sm
-from halbench.errors import CompileError
+from halbench.errors import CompileError, KernelRejected
 
 __all__ = ["compile_cuda", "compile_hip", "cuda_include_dirs", "nvrtc_version"]
 
@@ -69,7 +69,7 @@ def _check(result: tuple, what: str, log: str = "") -> None:
     if result[0] != nvrtc.nvrtcResult.NVRTC_SUCCESS:
         text = nvrtc.nvrtcGetErrorString(result[0])[1]
         text = text.decode() if isinstance(text, bytes) else str(text)
-        raise CompileError(f"{text} {what}" + (f":\n{log}" if log else ""))
+        raise (KernelRejected if log else CompileError)(f"{text} {what}" + (f":\n{log}" if log else ""))
 
 
 def _program_log(nvrtc, prog) -> str:
@@ -148,7 +148,7 @@ def _link_ptx(ptx: bytes, arch: str, name: str) -> bytes:
             log = bytearray(n)
             if n:
                 nvjitlink.get_error_log(handle, log)
-            raise CompileError(f"nvJitLink failed on '{name}' for {arch}: {e}\n"
+            raise KernelRejected(f"nvJitLink failed on '{name}' for {arch}: {e}\n"
                                f"{log.rstrip(bytes(1)).decode(errors='replace')}") from e
         n = nvjitlink.get_linked_cubin_size(handle)
         out = bytearray(n)

@@ -19,7 +19,7 @@ from halbench.compiler.codegen.kernels import Plan, as_dispatch, plan_dispatch
 from halbench.compiler.codegen.lang import Lang, kernel_failure
 from halbench.compiler.codegen.tuning import Tuning, tuning_for
 from halbench.compiler.ir import Graph
-from halbench.errors import CompileError
+from halbench.errors import CompileError, KernelRejected
 from halbench.hal import EntryPoint
 
 __all__ = ["CUDA", "cuda_source", "generate_cuda"]
@@ -141,7 +141,7 @@ def generate_cuda(d: Any, g: Graph, target: Any = None, *, formats: Sequence[str
     for fmt in formats:
         try:
             data = compile_cuda(src, arch=t.arch, output=fmt, name=name, rename={"hb_main": "main"})
-        except CompileError as e:
+        except KernelRejected as e:  # (NVRTC missing stays its own one-line error)
             raise kernel_failure(e, src, f"{name}-{t.arch}", "cu") from None
         out.append(GpuVariant(f"cuda-{fmt}-v1", t.arch, data, entry, plan.workgroups, (), src, fmt, gemm=plan.gemm,
                               matrix=plan.matrix))

@@ -22,7 +22,7 @@ from halbench.compiler.codegen.lang import Lang, kernel_failure
 from halbench.compiler.codegen.tuning import Tuning, tuning_for
 from halbench.compiler.codegen.variant import GpuVariant
 from halbench.compiler.ir import Graph
-from halbench.errors import CompileError
+from halbench.errors import CompileError, KernelRejected
 from halbench.hal import EntryPoint
 
 __all__ = ["ABIS", "GLSL", "GpuVariant", "generate_vulkan", "glsl_sources", "render"]
@@ -177,5 +177,5 @@ def _compile(source: str, name: str, validate: bool) -> bytes:
 
     try:
         return compile_glsl(source, name=name, validate=validate)
-    except CompileError as e:
+    except KernelRejected as e:  # (a missing glslang stays its own one-line error)
         raise kernel_failure(e, source, name, "comp") from None

@@ -43,10 +43,10 @@ def kernel_failure(error: Exception, source: str, name: str, suffix: str) -> Com
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(path, source, "generated kernel")
-        where = f"; its source is in {path}"
+        where = f"; its source is in {path} (a bug in halbench's code generator: please report it with that file)"
     except Exception:  # noqa: BLE001 -- the error itself matters more than the copy
-        where = ""
-    return CompileError(f"{first}{where} (a bug in halbench's code generator: please report it with that file)")
+        where = " (a bug in halbench's code generator: please report it)"
+    return CompileError(f"{first}{where}")
 
 
 def ctype(dtype: str) -> str:

@@ -355,7 +355,7 @@ def _rewrite_one(b: _Builder, node: Any, a: dict[str, Any], shapes: dict[str, tu
     if op == "MaxPool":
         return _pool_ceil_as_pads(b, node, a, xs)
     if op == "Pad":
-        return _pad_by_gathers(b, node, a, xs, inits)
+        return _pad_by_gathers(b, node, a, xs, inits, where)
     if op == "Slice":
         return _slice_backwards_as_gathers(b, node, xs, inits)
     if op == "Conv":
@@ -411,7 +411,8 @@ def _pool_ceil_as_pads(b: _Builder, node: Any, a: dict[str, Any], xs: tuple[int,
     strides = [int(s) for s in a.get("strides", [1] * n)]
     dils = [int(d) for d in a.get("dilations", [1] * n)]
     pads = [int(p) for p in a.get("pads", [0] * (2 * n))]
-    if len(strides) != n or len(dils) != n or len(pads) != 2 * n or min(strides + dils) < 1 or min(pads) < 0:
+    if (len(strides) != n or len(dils) != n or len(pads) != 2 * n or min(strides + dils + ks) < 1
+            or min(pads) < 0):
         return False
     ends = []
     for i in range(n):
@@ -433,7 +434,7 @@ def _pool_ceil_as_pads(b: _Builder, node: Any, a: dict[str, Any], xs: tuple[int,
 
 
 def _pad_by_gathers(b: _Builder, node: Any, a: dict[str, Any], xs: tuple[int, ...] | None,
-                    inits: dict[str, Any]) -> bool:
+                    inits: dict[str, Any], where: str = "Pad") -> bool:
     """Pad with constant pads (and axes) over a static shape where torch-mlir's lowering fails
     or refuses: a negative pad (a crop) as a Slice first; then 'reflect' and 'edge' as a Gather
     per padded axis at compile-time indices (torch-mlir lowers some reflect pads to a reversed
@@ -467,6 +468,11 @@ def _pad_by_gathers(b: _Builder, node: Any, a: dict[str, Any], xs: tuple[int, ..
     if mode == "reflect" and any((begin[i] > 0 or end[i] > 0) and max(begin[i], end[i]) > cut[i] - 1
                                  for i in range(rank)):
         return False  # wider than the axis: onnxruntime refuses it
+    if any(cut[i] + max(begin[i], 0) + max(end[i], 0) > _MAX_ONE_HOT for i in range(rank)):
+        from halbench.errors import CompileError
+
+        raise CompileError(f"{where}: pads {pads} make an axis longer than {_MAX_ONE_HOT} elements; "
+                           f"fix the node's pads (torch-mlir aborts the process on such a pad)")
     x = node.input[0]
     if min(begin + end) < 0:
         crop = [i for i in range(rank) if begin[i] < 0 or end[i] < 0]
@@ -543,7 +549,8 @@ def _conv3d_as_conv2d(b: _Builder, node: Any, a: dict[str, Any], xs: tuple[int, 
     dils = [int(v) for v in a.get("dilations", [1, 1, 1])]
     pads = [int(v) for v in a.get("pads", [0] * 6)]
     group = int(a.get("group", 1))
-    if len(strides) != 3 or len(dils) != 3 or len(pads) != 6 or min(pads) < 0 or c != cg * group:
+    if (len(strides) != 3 or len(dils) != 3 or len(pads) != 6 or min(pads) < 0 or min(strides + dils) < 1
+            or group < 1 or c != cg * group):
         return False
     dp = d + pads[0] + pads[3]
     od = (dp - dils[0] * (kd - 1) - 1) // strides[0] + 1
@@ -585,12 +592,13 @@ def _conv_transpose3d(b: _Builder, node: Any, a: dict[str, Any], xs: tuple[int, 
     dils = [int(v) for v in a.get("dilations", [1, 1, 1])]
     pads = [int(v) for v in a.get("pads", [0] * 6)]
     opad = [int(v) for v in a.get("output_padding", [0, 0, 0])]
-    if len(strides) != 3 or len(dils) != 3 or len(pads) != 6 or len(opad) != 3 or min(pads) < 0:
+    if (len(strides) != 3 or len(dils) != 3 or len(pads) != 6 or len(opad) != 3 or min(pads) < 0
+            or min(strides + dils) < 1 or min(opad) < 0):
         return False
     od = strides[0] * (d - 1) + opad[0] + dils[0] * (kd - 1) + 1 - pads[0] - pads[3]
     oh = strides[1] * (h - 1) + opad[1] + dils[1] * (ws[3] - 1) + 1 - pads[1] - pads[4]
     ow = strides[2] * (w - 1) + opad[2] + dils[2] * (ws[4] - 1) + 1 - pads[2] - pads[5]
-    if min(od, oh, ow) < 1 or n * d * f * kd * oh * ow > 1 << 26:
+    if min(od, oh, ow) < 1 or n * d * f * kd * oh * ow > 1 << 26 or kd * d * od > _MAX_ONE_HOT:
         return False
     x = b.op("Transpose", [node.input[0]], perm=[0, 2, 1, 3, 4])  # [N, D, C, H, W]
     x = b.op("Reshape", [x, b.const([n * d, c, h, w], np.int64)])

@@ -759,13 +759,18 @@ def _space_to_depth_crd(g: Any) -> None:
     for k, node in enumerate(g.node):
         attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
         shape = shapes.get(node.input[0]) if node.input else None
+        bs = int(attrs.get("blocksize", 0))
+        if node.op_type in ("SpaceToDepth", "DepthToSpace") and node.domain in ("", "ai.onnx") and bs < 1:
+            raise CompileError(f"node '{node.name or node.output[0]}' ({node.op_type}): blocksize "
+                               f"{attrs.get('blocksize', '(missing)')} is not a positive integer; fix the node "
+                               f"(torch-mlir's lowering divides by it and kills the process)")
         if (node.op_type in ("SpaceToDepth", "DepthToSpace") and node.domain in ("", "ai.onnx")
-                and int(attrs.get("blocksize", 0)) == 1):
+                and bs == 1):
             out.append(helper.make_node("Identity", [node.input[0]], [node.output[0]]))  # (mis-lowered in CRD mode)
             continue
         crd = attrs.get("mode") in (b"CRD", "CRD")
         if (node.op_type == "DepthToSpace" and node.domain in ("", "ai.onnx") and crd and shape is not None
-                and len(shape) == 4 and shape[1] % int(attrs["blocksize"]) ** 2 == 0):
+                and len(shape) == 4 and bs >= 1 and shape[1] % (bs * bs) == 0):
             b = int(attrs["blocksize"])
             n, c, h, w = shape
             p = f"{node.output[0]}__crd{k}"
@@ -776,7 +781,7 @@ def _space_to_depth_crd(g: Any) -> None:
                     helper.make_node("Reshape", [p + "_t", p + "_s4"], [node.output[0]])]
             continue
         if (node.op_type != "SpaceToDepth" or node.domain not in ("", "ai.onnx")
-                or not crd or shape is None or len(shape) != 4):
+                or not crd or shape is None or len(shape) != 4 or bs < 1):
             out.append(node)
             continue
         b = int(attrs["blocksize"])
