@@ -81,7 +81,8 @@ class _Group(click.Group):
         except Exception as e:
             if ctx.meta.get("halbench.debug"):
                 raise
-            click.echo(f"halbench: internal error: {type(e).__name__}: {e} (a bug in halbench; run with "
+            kind = "" if type(e).__name__ == "ChildBug" else f"{type(e).__name__}: "  # (its message has it)
+            click.echo(f"halbench: internal error: {kind}{e} (a bug in halbench; run with "
                        f"--debug for the traceback)", err=True)
             sys.exit(3)
 
@@ -551,10 +552,11 @@ def compile_cmd(input_path: str, output: str, target_devices: tuple[str, ...], t
                 input_shapes: tuple[str, ...], frozen: tuple[str, ...], dump_after: str | None, statistics: bool,
                 tuning_cache: str | None, **per_backend: str | None) -> None:
     """Compile an ONNX or MLIR model into a bundle (.hbx) for run-module and the runtime."""
-    from halbench.bundle import write_bundle
+    from pathlib import Path
 
     try:
-        from halbench.compiler.compile import CompileOptions, compile_model
+        from halbench.compiler.compile import CompileOptions, compile_to_file
+        from halbench.compiler.isolate import run_isolated
     except ImportError as e:
         raise UserError(f"the halbench compiler is not available here ({e}); install halbench[compiler], "
                         f"or compile on another machine and copy the .hbx") from None
@@ -570,20 +572,18 @@ def compile_cmd(input_path: str, output: str, target_devices: tuple[str, ...], t
                              targets={k: v for k, v in targets.items() if v}, backend_options=backend_options,
                              input_values=_frozen_inputs(frozen), target_device_uri=target_device_uri,
                              precision=precision, tuning_cache=tuning_cache, winograd=winograd)
-    result = compile_model(input_path, options)
-    for note in getattr(result, "notes", ()):
+    # In a child process: a crash in the native front end (an LLVM abort, SIGFPE) becomes one line.
+    result = run_isolated(compile_to_file, input_path, options, output, what=Path(input_path).name)
+    for note in result["notes"]:
         click.echo(f"halbench: note: {note}", err=True)
-    write_bundle(output, result.manifest, result.members)
     if _fmt() == "json":
         click.echo(json.dumps({"output": output, "target_devices": list(target_devices),
-                               "dispatches": len(result.manifest.functions[0].dispatches)
-                               if result.manifest.functions else 0,
-                               "notes": list(getattr(result, "notes", ())),
-                               "statistics": result.statistics if statistics else None},
+                               "dispatches": result["dispatches"], "notes": result["notes"],
+                               "statistics": result["statistics"] if statistics else None},
                               indent=2, default=str))
         return
     if statistics:
-        click.echo(json.dumps(result.statistics, indent=2, default=str) if result.statistics
+        click.echo(json.dumps(result["statistics"], indent=2, default=str) if result["statistics"]
                    else "no statistics reported")
 
 

@@ -122,7 +122,8 @@ def compile_cached(params: dict[str, Any], target_devices: tuple[str, ...], weig
                    targets: dict[str, str | None] | None = None) -> tuple[Path, dict[str, Any]]:
     """Compile the benchmark's model for ``target_devices`` unless an identical bundle is cached
     (at the ``precision`` of ``params``, fp32 when it names none)."""
-    from halbench.compiler.compile import CompileOptions, compile_model
+    from halbench.compiler.compile import CompileOptions, compile_to_file
+    from halbench.compiler.isolate import run_isolated
 
     opts = CompileOptions(target_devices=target_devices, weights=weights, input_shapes=input_shapes or {},
                           targets={api: n for api, n in (targets or {}).items() if n},
@@ -133,13 +134,15 @@ def compile_cached(params: dict[str, Any], target_devices: tuple[str, ...], weig
     if out.exists():
         return out, {"cached": True, "seconds": 0.0}
     t0 = time.perf_counter()
-    cm = compile_model(build(), opts)
+    source = build()
     out.parent.mkdir(parents=True, exist_ok=True)
-    cm.write(out)
-    st = cm.statistics
+    # In a child process: a crash in the native front end fails this benchmark with one line,
+    # not the whole suite.
+    r = run_isolated(compile_to_file, source, opts, out, what=Path(source).name)
+    st, notes = r["statistics"], r["notes"]
     return out, {"cached": False, "seconds": time.perf_counter() - t0,
                  "dispatches": st.get("dispatches"), "executable_bytes": st.get("executable_bytes"),
-                 "stages": st.get("stages_s", {}), **({"notes": cm.notes} if cm.notes else {})}
+                 "stages": st.get("stages_s", {}), **({"notes": notes} if notes else {})}
 
 
 _reference_device: Any = None

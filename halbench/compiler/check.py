@@ -42,6 +42,12 @@ def _signature(node: Any, types: dict[str, Any], consts: dict[str, bytes]) -> st
     return "|".join(parts)
 
 
+def _compile_node(path: Path) -> None:
+    from halbench.compiler import CompileOptions, compile_model
+
+    compile_model(path, CompileOptions(target_devices=("local",)))
+
+
 def check_model(path: str | Path, input_shapes: dict[str, tuple[int, ...]] | None = None,
                 input_values: dict[str, Any] | None = None) -> list[NodeVerdict]:
     """One verdict per node of the model's main graph, in graph order."""
@@ -49,8 +55,8 @@ def check_model(path: str | Path, input_shapes: dict[str, tuple[int, ...]] | Non
     from google.protobuf.message import DecodeError
     from onnx import helper
 
-    from halbench.compiler import CompileOptions, compile_model
     from halbench.compiler.frontend import require_mlir
+    from halbench.compiler.isolate import run_isolated
     from halbench.compiler.frontend.onnx import _default_opset, prepare_model
 
     p = Path(path)
@@ -61,7 +67,7 @@ def check_model(path: str | Path, input_shapes: dict[str, tuple[int, ...]] | Non
         model = onnx.load(str(p))
     except (DecodeError, ValueError, OSError) as e:
         raise UserError(f"{p.name} is not a valid ONNX model: {e}") from None
-    model, _, _ = prepare_model(model, dict(input_shapes or {}), dict(input_values or {}))
+    model, _, _ = prepare_model(model, dict(input_shapes or {}), dict(input_values or {}), refuse_nodes=False)
     g = model.graph
     opset = _default_opset(model)
     types = {v.name: v.type for v in (*g.input, *g.value_info, *g.output)}
@@ -92,12 +98,13 @@ def check_model(path: str | Path, input_shapes: dict[str, tuple[int, ...]] | Non
                                         opset_imports=list(model.opset_import), ir_version=model.ir_version)
                 f = Path(d) / f"n{i}.onnx"
                 onnx.save(one, str(f))
-                try:
-                    compile_model(f, CompileOptions(target_devices=("local",)))
+                try:  # in a child process: a node that crashes the front end is that node's verdict
+                    run_isolated(_compile_node, f, what=f"{p.stem}-node{i}", check_hint=False)
                     v = NodeVerdict(label, node.op_type, opset, True)
                 except HalbenchError as e:
                     reason = str(e).replace(f"n{i}.onnx: ", "").replace(f"n{i}.onnx", "the node")
-                    reason = re.sub(r"^node '[^']*' \([^)]*\) ", "", reason)
+                    reason = reason.removeprefix(f"{p.stem}-node{i}: ")
+                    reason = re.sub(r"^node '[^']*' \([^)]*\):? ", "", reason)
                     v = NodeVerdict(label, node.op_type, opset, False, reason)
             seen[sig] = v
             out.append(v)

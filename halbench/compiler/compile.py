@@ -279,6 +279,17 @@ def compile_model(path: str | Path, options: CompileOptions | None = None) -> Co
     return cm
 
 
+def compile_to_file(path: str | Path, options: CompileOptions, output: str | Path) -> dict[str, Any]:
+    """``compile_model(path, options)`` written to ``output`` (atomically), returning what a caller
+    reports: its notes, dispatch count and statistics (JSON-able). The unit of work
+    :func:`halbench.compiler.isolate.run_isolated` runs in a child process."""
+    cm = compile_model(path, options)
+    cm.write(output)
+    functions = cm.manifest.functions
+    return {"notes": list(cm.notes), "dispatches": len(functions[0].dispatches) if functions else 0,
+            "statistics": json.loads(json.dumps(cm.statistics, default=str))}
+
+
 def _keep_io_dtypes(graph: Graph, declared: Mapping[str, str]) -> None:
     """Record the model's own element type of each input and output where linalg's signless
     integers lost it (ONNX ``uint8`` became ``i8``): the bundle's signature says ``u8``."""

@@ -43,8 +43,11 @@ def _default_opset(model: Any) -> int:
 
 def prepare_model(model: Any, input_shapes: dict[str, tuple[int, ...]],
                   input_values: dict[str, Any] | None = None,
-                  notes: list[str] | None = None) -> tuple[Any, dict[str, str], dict[str, Any]]:
-    """Normalise a loaded ModelProto; returns (model, resource name -> weight name, resource -> array)."""
+                  notes: list[str] | None = None, refuse_nodes: bool = True) -> tuple[Any, dict[str, str], dict[str, Any]]:
+    """Normalise a loaded ModelProto; returns (model, resource name -> weight name, resource -> array).
+    ``refuse_nodes=False`` (``halbench check``, which then compiles node by node and reports each
+    node's refusal as that node's verdict) keeps invalid and crashing node forms instead of refusing
+    the whole model."""
     import onnx
 
     from halbench.compiler.frontend.node_rewrites import (
@@ -105,6 +108,9 @@ def prepare_model(model: Any, input_shapes: dict[str, tuple[int, ...]],
         if not inp.type.tensor_type.HasField("shape"):
             raise UserError(f"input '{inp.name}' has no shape; give it with --input-shape {inp.name}=...")
     _empty_inputs_to_constants(g)
+    if refuse_nodes:
+        _refuse_invalid_nodes(model)
+    _guard_native_crashes(model, refuse_nodes)
     if wraps:  # torch-mlir's lowering of a wrap pad never terminates: slices and concats instead
         _wrap_pads_as_concats(model, opset)
     _maxpool3d_as_2d(model)
@@ -152,6 +158,116 @@ def _empty_inputs_to_constants(g: Any) -> None:
             if o.name == inp.name:
                 raise UserError(f"input '{inp.name}' is empty and is also an output; halbench cannot compile "
                                 f"an empty pass-through")
+
+
+def _refuse_invalid_nodes(model: Any) -> None:
+    """ONNX's own strict shape inference over the model as given: a node of the graph it rejects
+    (an axis out of range, a Squeeze of a non-unit axis, a Transpose perm with a repeated axis,
+    Expand shapes that do not broadcast, group 0) is refused in one line that names the node.
+    torch-mlir, given such a node, hangs on some (Softmax's axis, Squeeze) and kills the process
+    on others (SIGSEGV). An error inside a function body's own inference (onnx's schema of
+    MeanVarianceNormalization fails in strict mode, test_mvn) is not the model's and is left alone,
+    as are models inference cannot read at all (prepare_model's own inference reports those)."""
+    import onnx
+
+    try:
+        onnx.shape_inference.infer_shapes(model, strict_mode=True)
+    except onnx.shape_inference.InferenceError as e:
+        text = " ".join(str(e).split())
+        if text.count("Inference error(s)") != 1 or "differs from existing" in text:
+            return  # (a declared type or shape that disagrees is left to the import, as before)
+        m = re.search(r"\(op_type:([A-Za-z0-9_]+)(?:, node name: ([^)]*))?\): (.*?)(?= \(op_type:|$)", text)
+        if not m:
+            return
+        op, name, detail = m.group(1), m.group(2), m.group(3)
+        detail = re.sub(r"^(\[[A-Za-z]+Error\] )+", "", detail).rstrip(". ")
+        if not name:
+            name = next((n.name or n.output[0] for n in model.graph.node if n.op_type == op and n.output), op)
+        raise UserError(f"node '{name}' ({op}) is not valid ONNX: {detail}; fix the model "
+                        f"(onnx.shape_inference.infer_shapes(model, strict_mode=True) shows it)") from None
+    except Exception:  # noqa: BLE001 - not a node's error: prepare_model's own inference reports it
+        return
+
+
+def _guard_native_crashes(model: Any, refuse_nodes: bool = True) -> None:
+    """Valid-looking node forms that crash torch-mlir's lowering in native code (SIGFPE: it
+    divides by a block size or group count), found by crafting nodes: refused in one line, or, for
+    a Tile with a zero repeat (an empty output), written as the empty constant it is; a Slice step
+    that makes ONNX's data propagation allocate without bound is clamped."""
+    import numpy as np
+    from onnx import helper, numpy_helper
+
+    g = model.graph
+    ops = {"Conv", "ConvTranspose", "DepthToSpace", "SpaceToDepth", "GroupNormalization", "LRN", "Tile", "Range",
+           "Slice"}
+    if not any(n.op_type in ops and n.domain in ("", "ai.onnx") for n in g.node):
+        return
+    shapes = _inferred_shapes(model) or {}
+    inits = {t.name: t for t in g.initializer}
+
+    def const(name: str) -> Any:
+        return numpy_helper.to_array(inits[name]) if name in inits else None
+
+    for k, node in enumerate(g.node):
+        if node.op_type not in ops or node.domain not in ("", "ai.onnx"):
+            continue
+        label = f"node '{node.name or node.output[0]}' ({node.op_type})"
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        x = shapes.get(node.input[0]) if node.input else None
+
+        def refuse(why: str) -> None:
+            if refuse_nodes:
+                raise UserError(f"{label}: {why}; fix the node (torch-mlir's lowering of it kills the process)")
+
+        if node.op_type in ("Conv", "ConvTranspose"):
+            group = int(attrs.get("group", 1))
+            if group < 1:
+                refuse(f"group {group} is not a positive integer")
+            elif x is not None and len(x) > 1 and x[1] % group:
+                refuse(f"its {x[1]} input channels do not divide into {group} groups")
+        elif node.op_type in ("DepthToSpace", "SpaceToDepth"):
+            bs = int(attrs.get("blocksize", 0))
+            if bs >= 1 and x is not None and len(x) == 4:
+                if node.op_type == "DepthToSpace" and x[1] % (bs * bs):
+                    refuse(f"its {x[1]} channels are not a multiple of blocksize² = {bs * bs}")
+                if node.op_type == "SpaceToDepth" and (x[2] % bs or x[3] % bs):
+                    refuse(f"its {x[2]}x{x[3]} image does not divide into {bs}x{bs} blocks")
+        elif node.op_type == "GroupNormalization":
+            groups = int(attrs.get("num_groups", 0))
+            if groups < 1:
+                refuse(f"num_groups {groups} is not a positive integer")
+            elif x is not None and len(x) > 1 and x[1] % groups:
+                refuse(f"its {x[1]} channels do not divide into {groups} groups")
+        elif node.op_type == "LRN":
+            size = int(attrs.get("size", 0))
+            if size < 1:
+                refuse(f"size {size} is not a positive integer")
+        elif node.op_type == "Range":
+            delta = const(node.input[2]) if len(node.input) > 2 else None
+            if delta is not None and delta.size == 1 and float(delta.reshape(-1)[0]) == 0:
+                refuse("its delta is 0 (the range has no end)")
+        elif node.op_type == "Slice" and len(node.input) > 4 and node.input[4]:
+            # ONNX's data propagation crashes on a step of 2^31 or more (SIGSEGV; near 2^62 it
+            # allocates until the OOM killer ends the process): a step of 2^30 or more takes the
+            # same elements of any axis shorter than that, so it is clamped there.
+            steps = const(node.input[4])
+            if steps is None or not np.any(np.abs(steps.astype(np.float64)) > 2.0 ** 30):
+                continue
+            clamped = f"{node.input[4]}__clamped{k}"
+            g.initializer.append(numpy_helper.from_array(
+                np.clip(steps.astype(np.int64), -(2 ** 30), 2 ** 30).astype(steps.dtype), clamped))
+            node.input[4] = clamped
+        elif node.op_type == "Tile" and len(node.input) > 1:
+            reps = const(node.input[1])
+            if x is None or reps is None or reps.size != len(x) or 0 not in reps.reshape(-1):
+                continue
+            out = [int(d) * int(r) for d, r in zip(x, reps.reshape(-1))]
+            dtype = inits[node.input[0]].data_type if node.input[0] in inits else next(
+                (v.type.tensor_type.elem_type for v in (*g.input, *g.value_info) if v.name == node.input[0]), 1)
+            empty = f"{node.output[0]}__empty_tile{k}"
+            g.initializer.append(numpy_helper.from_array(
+                np.zeros(out, helper.tensor_dtype_to_np_dtype(dtype)), empty))
+            node.CopyFrom(helper.make_node("Identity", [empty], [node.output[0]], name=node.name))
 
 
 def _refuse_empty_values(model: Any) -> None:
