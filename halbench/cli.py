@@ -556,6 +556,7 @@ def compile_cmd(input_path: str, output: str, target_devices: tuple[str, ...], t
 
     try:
         from halbench.compiler.compile import CompileOptions, compile_to_file
+        from halbench.compiler.frontend import preflight
         from halbench.compiler.isolate import run_isolated
     except ImportError as e:
         raise UserError(f"the halbench compiler is not available here ({e}); install halbench[compiler], "
@@ -572,6 +573,7 @@ def compile_cmd(input_path: str, output: str, target_devices: tuple[str, ...], t
                              targets={k: v for k, v in targets.items() if v}, backend_options=backend_options,
                              input_values=_frozen_inputs(frozen), target_device_uri=target_device_uri,
                              precision=precision, tuning_cache=tuning_cache, winograd=winograd)
+    preflight(input_path)
     # In a child process: a crash in the native front end (an LLVM abort, SIGFPE) becomes one line.
     result = run_isolated(compile_to_file, input_path, options, output, what=Path(input_path).name)
     for note in result["notes"]:

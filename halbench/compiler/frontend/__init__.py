@@ -14,7 +14,7 @@ from typing import Any
 
 from halbench.errors import CompileError, UserError
 
-__all__ = ["Imported", "load", "require_mlir"]
+__all__ = ["Imported", "load", "preflight", "require_mlir"]
 
 
 def require_mlir(what: str) -> None:
@@ -50,14 +50,22 @@ class Imported:
     random_weights: dict[str, tuple[str, int]] | None = None
 
 
-def load(path: str | Path, input_shapes: Mapping[str, tuple[int, ...]] | None = None,
-         input_values: Mapping[str, Any] | None = None, random_seed: int | None = None) -> Imported:
+def preflight(path: str | Path) -> Path:
+    """What ``load`` checks before it imports anything: the file exists and, for ONNX and MLIR,
+    the MLIR bindings are installed (run by the caller of an isolated compile, in its own process,
+    so that these stay one-line errors about this machine)."""
     p = Path(path)
     if not p.is_file():
         raise UserError(f"model file not found: {p}")
-    suffix = p.suffix.lower()
-    if suffix in (".onnx", ".mlir", ".mlirbc"):
+    if p.suffix.lower() in (".onnx", ".mlir", ".mlirbc"):
         require_mlir(f"importing {p.name}")
+    return p
+
+
+def load(path: str | Path, input_shapes: Mapping[str, tuple[int, ...]] | None = None,
+         input_values: Mapping[str, Any] | None = None, random_seed: int | None = None) -> Imported:
+    p = preflight(path)
+    suffix = p.suffix.lower()
     if suffix == ".onnx":
         from halbench.compiler.frontend.onnx import load_onnx
 

@@ -174,8 +174,10 @@ def _refuse_invalid_nodes(model: Any) -> None:
         onnx.shape_inference.infer_shapes(model, strict_mode=True)
     except onnx.shape_inference.InferenceError as e:
         text = " ".join(str(e).split())
-        if text.count("Inference error(s)") != 1 or "differs from existing" in text:
-            return  # (a declared type or shape that disagrees is left to the import, as before)
+        if text.count("Inference error(s)") != 1 or re.search(r"existing (elem type|shape) differ|differs from "
+                                                               r"existing", text):
+            return  # a declared type or shape that disagrees is left to the import, as before (ONNX's
+            #         own inference of STFT disagrees with test_stft's declared, correct shape)
         m = re.search(r"\(op_type:([A-Za-z0-9_]+)(?:, node name: ([^)]*))?\): (.*?)(?= \(op_type:|$)", text)
         if not m:
             return
