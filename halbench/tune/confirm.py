@@ -70,10 +70,11 @@ def kept_keys(checks: Sequence[ModelCheck]) -> set[str]:
 
 
 def _compile(model: str, api: str, target: str, cache: str, dest: Path) -> Path:
-    from halbench.compiler import CompileOptions, compile_model
+    from halbench.compiler.compile import CompileOptions, compile_to_file
+    from halbench.compiler.isolate import run_isolated
 
     opts = CompileOptions(target_devices=(api,), weights="random", targets={api: target}, tuning_cache=cache)
-    compile_model(model, opts).write(dest)
+    run_isolated(compile_to_file, model, opts, dest, what=Path(model).name)  # (the device is open here)
     return dest
 
 
