@@ -5,6 +5,15 @@ Usage (here):     PYTHONPATH=$PWD python scripts/found_cases_gpu.py compile DIR 
       (GPU):      python scripts/found_cases_gpu.py run DIR cuda://0 vulkan://0
 DIR holds NAME.hbx (cuda sm_90 cubin + Vulkan, and local) and NAME.npz (the inputs and onnxruntime's
 output); ``run`` prints one row per case and device, and exits 1 when any case differs.
+
+The fuzzer's draws on the GPU (a corpus, since the GPU machine cannot compile):
+      (here):     PYTHONPATH=$PWD python scripts/found_cases_gpu.py draw DIR --per-family 20 --seed 7 [FAMILY ...]
+      (GPU):      python scripts/found_cases_gpu.py run DIR cuda://0 vulkan://0 --table FILE
+``draw`` takes each GPU family of test_op_fuzz.py (all by default), draws with hypothesis from the
+seed, keeps the draws onnxruntime and the ONNX reference agree on and halbench compiles (cuda sm_90
+cubin and Vulkan for the h100 target), and writes FAMILY-NNN.hbx / .npz (with the drawn node's text).
+With ``--table`` the run writes every row there and prints only the differing ones and a count per
+family.
 """
 
 from __future__ import annotations
@@ -40,13 +49,68 @@ def compile_all(out: Path) -> None:
         print(f"{name}: compiled", flush=True)
 
 
-def run_all(src: Path, uris: list[str]) -> int:
+def draw_all(out: Path, per_family: int, seed: int, families: list[str]) -> None:
+    import onnx
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import seed as hseed
+
+    from halbench.compiler import CompileOptions, compile_model
+    from halbench.errors import HalbenchError
+    from tests.compiler.helpers import onnx_reference
+    from tests.compiler.test_op_fuzz import GPU_FAMILIES, STRATEGIES, _references_agree
+
+    out.mkdir(parents=True, exist_ok=True)
+    for fam in families or list(GPU_FAMILIES):
+        drawn: list = []
+
+        @settings(max_examples=per_family * 2, database=None, deadline=None,
+                  suppress_health_check=list(HealthCheck))
+        @hseed(seed)
+        @given(STRATEGIES[fam])
+        def collect(case) -> None:
+            drawn.append(case)  # noqa: B023 -- run at once, within this iteration
+
+        collect()
+        kept = refused = 0
+        for i, case in enumerate(drawn):
+            if kept >= per_family:
+                break
+            rng = np.random.default_rng(0)
+            dt = np.float16 if case.in_type == onnx.TensorProto.FLOAT16 else np.float32
+            feeds = {n: rng.standard_normal(s).astype(dt) for n, s in case.inputs.items()}
+            with tempfile.TemporaryDirectory() as td:
+                path = Path(td) / "m.onnx"
+                onnx.save(case.model(), path)
+                try:
+                    ref = onnx_reference(path, feeds)[0]
+                except Exception:  # noqa: BLE001, S112 -- a form onnxruntime refuses is not a case
+                    continue
+                if not (ref.size > 0 and np.all(np.isfinite(ref)) and _references_agree(case, feeds, ref)):
+                    continue
+                opts = CompileOptions(target_devices=("cuda", "vulkan"), targets={"cuda": "h100", "vulkan": "h100"},
+                                      backend_options={"cuda-formats": "cubin"})
+                try:
+                    compile_model(path, opts).write(out / f"{fam}-{i:03d}.hbx")
+                except HalbenchError:
+                    refused += 1
+                    continue
+            np.savez(out / f"{fam}-{i:03d}.npz", ref=ref, atol=case.atol, rtol=case.rtol, case=np.array(repr(case)),
+                     **{f"in_{k}": v for k, v in feeds.items()})
+            kept += 1
+        print(f"{fam}: {kept} drawn cases compiled, {refused} refused", flush=True)
+
+
+def run_all(src: Path, uris: list[str], table: Path | None = None) -> int:
+    import collections
+
     import halbench
     from halbench.runtime import Module
 
     bad = 0
-    print(f"| case | {' | '.join(uris)} |")
-    print("|---|" + "---|" * len(uris))
+    rows = [f"| case | {' | '.join(uris)} |", "|---|" + "---|" * len(uris)]
+    per_family: dict[str, list[int]] = collections.defaultdict(lambda: [0, 0])
+    if table is None:
+        print(*rows, sep="\n")
     for bundle in sorted(src.glob("*.hbx")):
         data = np.load(bundle.with_suffix(".npz"))
         ref, atol, rtol = data["ref"].astype(np.float64), float(data["atol"]), float(data["rtol"])
@@ -65,13 +129,38 @@ def run_all(src: Path, uris: list[str]) -> int:
             err = float(np.max(np.abs(out.astype(np.float64) - ref))) if out.shape == ref.shape else float("nan")
             cells.append(f"{'ok' if ok else 'WRONG'} ({err:.1e})")
             bad += not ok
-        print(f"| {bundle.stem} | {' | '.join(cells)} |", flush=True)
+        row = f"| {bundle.stem} | {' | '.join(cells)} |"
+        fam = bundle.stem.rsplit("-", 1)[0]
+        per_family[fam][0] += 1
+        wrong = any(c.startswith("WRONG") for c in cells)
+        per_family[fam][1] += wrong
+        if "case" in data.files:
+            row += f" {data['case']} |" if wrong else ""
+        rows.append(row)
+        if table is None or wrong:
+            print(row, flush=True)
+    if table is not None:
+        table.write_text("\n".join(rows) + "\n")
+        for fam, (n, w) in sorted(per_family.items()):
+            print(f"{fam}: {n} cases, {w} differing on some device")
+        print(f"{sum(n for n, _ in per_family.values())} cases, {bad} differing results", flush=True)
     return 1 if bad else 0
 
 
 if __name__ == "__main__":
-    mode, d, *rest = sys.argv[1:]
-    if mode == "compile":
-        compile_all(Path(d))
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("mode", choices=["compile", "draw", "run"])
+    ap.add_argument("dir", type=Path)
+    ap.add_argument("rest", nargs="*", help="run: device URIs; draw: families")
+    ap.add_argument("--per-family", type=int, default=20)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--table", type=Path, default=None)
+    a = ap.parse_intermixed_args()
+    if a.mode == "compile":
+        compile_all(a.dir)
+    elif a.mode == "draw":
+        draw_all(a.dir, a.per_family, a.seed, a.rest)
     else:
-        sys.exit(run_all(Path(d), rest or ["cuda://0", "vulkan://0"]))
+        sys.exit(run_all(a.dir, a.rest or ["cuda://0", "vulkan://0"], a.table))

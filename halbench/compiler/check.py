@@ -56,8 +56,8 @@ def check_model(path: str | Path, input_shapes: dict[str, tuple[int, ...]] | Non
     from onnx import helper
 
     from halbench.compiler.frontend import require_mlir
-    from halbench.compiler.isolate import run_isolated
     from halbench.compiler.frontend.onnx import _default_opset, prepare_model
+    from halbench.compiler.isolate import run_isolated
 
     p = Path(path)
     if not p.is_file():

@@ -95,7 +95,7 @@ def _child(fn: Callable[..., Any], args: tuple, kwargs: dict, log_path: str, con
 
 def _rebuild(msg: dict[str, Any]) -> HalbenchError:
     """The child's HalbenchError as the same class (one of halbench.errors) with its message."""
-    import halbench.errors as errors
+    from halbench import errors
 
     cls = getattr(errors, str(msg.get("error")), None)
     text = str(msg.get("message", ""))

@@ -217,7 +217,7 @@ def _guard_native_crashes(model: Any, refuse_nodes: bool = True) -> None:
         attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
         x = shapes.get(node.input[0]) if node.input else None
 
-        def refuse(why: str) -> None:
+        def refuse(why: str, label: str = label) -> None:
             if refuse_nodes:
                 raise UserError(f"{label}: {why}; fix the node (torch-mlir's lowering of it kills the process)")
 
