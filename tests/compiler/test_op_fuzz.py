@@ -629,6 +629,10 @@ FOUND = {
                                    pads=[0, 1, 0, 1], ceil_mode=1),
     "average_pool_ceil_no_pad_count": Case("AveragePool", {"x": (1, 1, 2, 1)}, kernel_shape=[1, 1],
                                            strides=[2, 1], ceil_mode=1, count_include_pad=0),
+    # (nineteenth session, fresh seeds) ... and with count_include_pad and end pads
+    "average_pool_ceil_counting_end_pad": Case("AveragePool", {"x": (1, 1, 2, 2)}, kernel_shape=[2, 2],
+                                               strides=[1, 2], pads=[0, 0, 0, 1], ceil_mode=1,
+                                               count_include_pad=1),
     "average_pool_ceil_counting_no_pads": Case("AveragePool", {"x": (1, 1, 2, 1)}, kernel_shape=[1, 1],
                                                strides=[2, 1], ceil_mode=1, count_include_pad=1),
     # ConvTranspose with asymmetric pads: refused (torch-mlir has no pattern), grouped or not

@@ -31,8 +31,9 @@ With the static shapes of ONNX shape inference (``rewrite_nodes_with_shapes``):
   outside the input;
 * DFT (forward, inverse, onesided, inverse onesided) as matrix products with compile-time cosine
   and sine tables, and STFT as compile-time frame gathers, the window, and that DFT;
-* AveragePool with ceil_mode and count_include_pad whose last windows reach past the padded
-  input: scaled by window / taps inside (torch-mlir divides those by the whole window);
+* AveragePool with ceil_mode, count_include_pad and pads as floor mode over grown end pads
+  (the standard drops a last window starting in the end padding), scaled by window / taps inside
+  where windows reach past the padded input (torch-mlir divides those by the whole window);
 * MaxPool (and AveragePool without count_include_pad) with ceil_mode as floor mode with grown end pads (torch-mlir keeps a last window that
   the standard drops, or fails to lower);
 * Pad with a negative (cropping) pad as a Slice, then the Pad; 'reflect' and 'edge' pads as a
@@ -366,7 +367,7 @@ def _rewrite_one(b: _Builder, node: Any, a: dict[str, Any], shapes: dict[str, tu
     if op == "AveragePool" and (not a.get("count_include_pad", 0) or not any(a.get("pads", []))):
         return _pool_ceil_as_pads(b, node, a, xs)  # (without pads, count_include_pad counts nothing)
     if op == "AveragePool":
-        return _average_pool_ceil_counts(b, node, a, xs, shapes.get(node.output[0]))
+        return _average_pool_ceil_counts(b, node, a, xs)
     if op == "Col2Im":
         return _col2im(b, node, a, xs, inits, where)
     if op == "ConvTranspose":
@@ -904,35 +905,49 @@ def _resize_by_tables(b: _Builder, node: Any, a: dict[str, Any], xs: tuple[int, 
     return True
 
 
-def _average_pool_ceil_counts(b: _Builder, node: Any, a: dict[str, Any], xs: tuple[int, ...] | None,
-                              ys: tuple[int, ...] | None) -> bool:
-    """AveragePool with ceil_mode and count_include_pad whose last windows reach past the padded
-    input: the specification divides those by the taps inside the padded input, torch-mlir's
-    lowering by the whole window. The pool stays (sum / window) and is scaled by window / count,
-    a compile-time tensor (the counts per axis multiply). False (node kept) where no window
-    reaches past, or the shapes or attributes are not plain."""
+def _average_pool_ceil_counts(b: _Builder, node: Any, a: dict[str, Any], xs: tuple[int, ...] | None) -> bool:
+    """AveragePool with ceil_mode, count_include_pad and pads, as a floor-mode one over end pads
+    grown to cover the standard's last window, scaled where windows reach past the padded input.
+    The standard drops a last window that would start in the end padding (torch-mlir kept it: a
+    wrong output shape, found by tests/compiler/test_op_fuzz.py), and divides a window that
+    reaches past the padded input by its taps inside it (torch-mlir by the whole window): the
+    floor-mode pool gives sum / window, times window / count, a compile-time tensor (the counts
+    per axis multiply). False (node kept) where the shapes or attributes are not plain."""
     import numpy as np
 
-    if xs is None or ys is None or len(xs) != len(ys) or len(xs) < 3 or _text(a.get("auto_pad", "NOTSET")) != "NOTSET":
+    if xs is None or len(xs) < 3 or _text(a.get("auto_pad", "NOTSET")) != "NOTSET":
         return False
     d = len(xs) - 2
     k = [int(v) for v in a.get("kernel_shape", [])]
     st = [int(v) for v in a.get("strides", [1] * d)]
     dl = [int(v) for v in a.get("dilations", [1] * d)]
     pads = [int(v) for v in a.get("pads", [0] * (2 * d))]
-    if len(k) != d or len(st) != d or len(dl) != d or len(pads) != 2 * d:
+    if len(k) != d or len(st) != d or len(dl) != d or len(pads) != 2 * d or min(k + st + dl) < 1 or min(pads) < 0:
         return False
-    counts = []
+    counts, ends = [], []
     for i in range(d):
-        o = np.arange(ys[2 + i])[:, None] * st[i] - pads[i] + np.arange(k[i])[None, :] * dl[i]
-        counts.append(((o >= -pads[i]) & (o < xs[2 + i] + pads[d + i])).sum(axis=1))
-    if all((c == k[i]).all() for i, c in enumerate(counts)):
-        return False  # every window inside the padded input: torch-mlir's divisor is right
+        length, pb, pe = xs[2 + i], pads[i], pads[d + i]
+        span = dl[i] * (k[i] - 1) + 1
+        if length + pb + pe < span:
+            return False
+        out = -(-(length + pb + pe - span) // st[i]) + 1
+        if (out - 1) * st[i] >= length + pb:  # the last window would start in the end padding
+            out -= 1
+        pe2 = max(0, (out - 1) * st[i] + span - length - pb)  # (padding past the last window is never read)
+        if (length + pb + pe2 - span) // st[i] + 1 != out:
+            return False
+        ends.append(pe2)
+        o = np.arange(out)[:, None] * st[i] - pb + np.arange(k[i])[None, :] * dl[i]
+        counts.append(((o >= -pb) & (o < length + pe)).sum(axis=1))
+    attrs = {n: v for n, v in a.items() if n not in ("ceil_mode", "pads")}
+    if all((c == k[i]).all() for i, c in enumerate(counts)):  # every window inside the padded input
+        b.op("AveragePool", [node.input[0]], node.output[0], pads=pads[:d] + ends, **attrs)
+        return True
     count = counts[0].astype(np.float64)
     for c in counts[1:]:
         count = np.multiply.outer(count, c)
-    scale = (np.prod(k) / np.maximum(count, 1)).astype(np.float32).reshape((1, 1, *ys[2:]))
-    pooled = b.op("AveragePool", list(node.input), **a)
+    scale = (np.prod(k) / np.maximum(count, 1)).astype(np.float32).reshape((1, 1, *count.shape))
+    pooled = b.op("AveragePool", [node.input[0]], pads=pads[:d] + ends, **attrs)
     b.op("Mul", [pooled, b.const(scale)], node.output[0])
     return True
 
