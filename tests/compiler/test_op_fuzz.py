@@ -568,12 +568,224 @@ def topks(draw) -> Case:
 
 
 
+class GraphCase(Case):
+    """A drawn graph of several nodes (the shapes the compiler's fusions look for: GEMM and
+    convolution epilogues, residuals, normalizations, attention, GEMMs sharing an input), with the
+    same interface as a one-node Case; its output is ``y``."""
+
+    def __init__(self, label: str, nodes: list, inputs: dict[str, tuple[int, ...]],
+                 consts: dict[str, np.ndarray], atol: float = 1e-4):
+        super().__init__(label, inputs, consts, atol=atol)
+        self.nodes, self.rtol = nodes, 1e-4
+
+    def model(self) -> onnx.ModelProto:
+        g = helper.make_graph(
+            self.nodes, "fuzz",
+            [helper.make_tensor_value_info(n, self.in_type, list(sh)) for n, sh in self.inputs.items()],
+            [helper.make_tensor_value_info("y", self.out_type, None)],
+            [numpy_helper.from_array(v, n) for n, v in self.consts.items()])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)])
+        m.ir_version = 8
+        return m
+
+    def __repr__(self) -> str:
+        def attrs(n: onnx.NodeProto) -> str:
+            a = {x.name: helper.get_attribute_value(x) for x in n.attribute}
+            return f"{a}" if a else ""
+
+        body = "; ".join(f"{','.join(n.output)}={n.op_type}({','.join(n.input)}){attrs(n)}" for n in self.nodes)
+        consts = {n: list(v.shape) for n, v in self.consts.items()}
+        return f"{self.op}(inputs={self.inputs}, consts={consts}: {body})"
+
+
+class _G:
+    """Builds a GraphCase's nodes and constants (weights scaled to keep values near 1)."""
+
+    def __init__(self, seed: int):
+        self.nodes: list = []
+        self.consts: dict[str, np.ndarray] = {}
+        self.rng = np.random.default_rng(seed)
+
+    def const(self, v: np.ndarray) -> str:
+        name = f"c{len(self.consts)}"
+        self.consts[name] = v
+        return name
+
+    def weight(self, shape: tuple[int, ...], fan_in: int) -> str:
+        return self.const((self.rng.standard_normal(shape) / np.sqrt(max(1, fan_in))).astype(np.float32))
+
+    def op(self, op: str, inputs: list[str], out: str | None = None, **attrs) -> str:
+        out = out or f"t{len(self.nodes)}"
+        self.nodes.append(helper.make_node(op, inputs, [out], **attrs))
+        return out
+
+    def act(self, x: str, kind: str) -> str:
+        if kind == "Relu":
+            return self.op("Relu", [x])
+        if kind == "Clip6":
+            return self.op("Clip", [x, self.const(np.array(0, np.float32)), self.const(np.array(6, np.float32))])
+        if kind == "Gelu":  # the erf form exporters write
+            e = self.op("Erf", [self.op("Div", [x, self.const(np.array(np.sqrt(2), np.float32))])])
+            h = self.op("Mul", [x, self.op("Add", [e, self.const(np.array(1, np.float32))])])
+            return self.op("Mul", [h, self.const(np.array(0.5, np.float32))])
+        if kind == "SiLU":
+            return self.op("Mul", [x, self.op("Sigmoid", [x])])
+        if kind == "HardSwish":
+            return self.op("HardSwish", [x])
+        return self.op(kind, [x])  # Sigmoid, Tanh
+
+    def layer_norm(self, x: str, d: int) -> str:
+        return self.op("LayerNormalization", [x, self.const((1 + 0.1 * self.rng.standard_normal(d)).astype(np.float32)),
+                                              self.const((0.1 * self.rng.standard_normal(d)).astype(np.float32))],
+                       axis=-1, epsilon=1e-5)
+
+    def case(self, label: str, last: str, inputs: dict[str, tuple[int, ...]], atol: float = 1e-4) -> GraphCase:
+        self.nodes[-1].output[0] = "y"
+        for n in self.nodes:  # (the last node's output was renamed)
+            for j, v in enumerate(n.input):
+                if v == last:
+                    n.input[j] = "y"
+        return GraphCase(label, self.nodes, inputs, self.consts, atol)
+
+
+_ACTS = ["Relu", "Gelu", "Sigmoid", "Tanh", "SiLU", "Clip6", "HardSwish"]
+
+
+@st.composite
+def mlp_chains(draw) -> GraphCase:
+    """MatMul / Gemm layers with bias, activation, residual and LayerNorm epilogues."""
+    g = _G(draw(st.integers(0, 1000)))
+    rank3 = draw(st.booleans())
+    b, s = draw(st.integers(1, 3)), draw(st.integers(1, 9))
+    k = draw(st.sampled_from([1, 3, 8, 16, 33, 64, 130]))
+    shape = (b, s, k) if rank3 else (b * s, k)
+    x = cur = "x"
+    width = k
+    for _ in range(draw(st.integers(1, 3))):
+        n = draw(st.sampled_from([width, 1, 5, 16, 40, 96, 257]))
+        if not rank3 and draw(st.booleans()):
+            cur = g.op("Gemm", [cur, g.weight((n, width), width), g.weight((n,), 1)], transB=1,
+                       alpha=draw(st.sampled_from([1.0, 0.5])))
+        else:
+            cur = g.op("MatMul", [cur, g.weight((width, n), width)])
+            if draw(st.booleans()):
+                cur = g.op("Add", [cur, g.weight((n,), 1)])
+        prev_width, width = width, n
+        if draw(st.booleans()):
+            cur = g.act(cur, draw(st.sampled_from(_ACTS)))
+        if width == prev_width and draw(st.booleans()):
+            cur = g.op("Add", [cur, x])  # a residual
+        if draw(st.booleans()):
+            cur = g.layer_norm(cur, width)
+        x = cur
+    if len(g.nodes) == 0:
+        cur = g.op("Relu", [cur])
+    return g.case("MLP", cur, {"x": shape}, atol=2e-4)
+
+
+@st.composite
+def conv_chains(draw) -> GraphCase:
+    """Convolutions (3x3 ones Winograd can take, depthwise, strided, 1x1) with BatchNorm,
+    activations and residuals, optionally ending in global pooling and a classifier."""
+    g = _G(draw(st.integers(0, 1000)))
+    n, c = draw(st.integers(1, 2)), draw(st.sampled_from([1, 3, 4, 8, 16]))
+    h, w = draw(st.integers(4, 14)), draw(st.integers(4, 14))
+    shape = (n, c, h, w)
+    x = cur = "x"
+    for _ in range(draw(st.integers(1, 3))):
+        kind = draw(st.sampled_from(["3x3", "3x3", "1x1", "dw", "5x5", "strided"]))
+        cout = c if kind == "dw" else draw(st.sampled_from([c, 2, 8, 24]))
+        k = {"3x3": 3, "1x1": 1, "dw": 3, "5x5": 5, "strided": 3}[kind]
+        group = c if kind == "dw" else 1
+        stride = 2 if kind == "strided" else 1
+        ins = [cur, g.weight((cout, c // group, k, k), c // group * k * k)]
+        if draw(st.booleans()):
+            ins.append(g.weight((cout,), 1))
+        cur = g.op("Conv", ins, kernel_shape=[k, k], pads=[k // 2] * 4, strides=[stride, stride], group=group)
+        if draw(st.booleans()):
+            cur = g.op("BatchNormalization", [cur, g.const((1 + 0.2 * g.rng.standard_normal(cout)).astype(np.float32)),
+                                              g.const((0.1 * g.rng.standard_normal(cout)).astype(np.float32)),
+                                              g.const((0.1 * g.rng.standard_normal(cout)).astype(np.float32)),
+                                              g.const((0.5 + g.rng.random(cout)).astype(np.float32))], epsilon=1e-5)
+        if draw(st.booleans()):
+            cur = g.act(cur, draw(st.sampled_from(_ACTS)))
+        if cout == c and stride == 1 and draw(st.booleans()):
+            cur = g.op("Add", [cur, x])
+        c = cout
+        x = cur
+    if draw(st.booleans()):
+        pooled = g.op("Flatten", [g.op("GlobalAveragePool", [cur])], axis=1)
+        classes = draw(st.sampled_from([1, 10]))
+        cur = g.op("Gemm", [pooled, g.weight((classes, c), c), g.weight((classes,), 1)], transB=1)
+    return g.case("ConvNet", cur, {"x": shape}, atol=2e-4)
+
+
+@st.composite
+def attentions(draw) -> GraphCase:
+    """Self-attention as exporters write it: projections, heads split by Reshape / Transpose,
+    scores scaled (Mul or Div), an optional additive mask, Softmax, the value product, heads
+    merged, an optional output projection."""
+    g = _G(draw(st.integers(0, 1000)))
+    b, s = draw(st.integers(1, 2)), draw(st.sampled_from([1, 2, 7, 16, 33, 64]))
+    heads, dh = draw(st.sampled_from([1, 2, 4])), draw(st.sampled_from([4, 8, 16, 32]))
+    d = heads * dh
+    shape4 = g.const(np.array([b, s, heads, dh], np.int64))
+
+    def proj(perm: list[int]) -> str:
+        p = g.op("MatMul", ["x", g.weight((d, d), d)])
+        if draw(st.booleans()):
+            p = g.op("Add", [p, g.weight((d,), 1)])
+        return g.op("Transpose", [g.op("Reshape", [p, shape4])], perm=perm)
+
+    q, kt, v = proj([0, 2, 1, 3]), proj([0, 2, 3, 1]), proj([0, 2, 1, 3])
+    scores = g.op("MatMul", [q, kt])
+    if draw(st.booleans()):
+        scores = g.op("Div", [scores, g.const(np.array(np.sqrt(dh), np.float32))])
+    else:
+        scores = g.op("Mul", [scores, g.const(np.array(1 / np.sqrt(dh), np.float32))])
+    if draw(st.booleans()):
+        mask = np.where(g.rng.random((b, 1, 1, s)) < 0.2, -10000.0, 0.0).astype(np.float32)
+        scores = g.op("Add", [scores, g.const(mask)])
+    ctx = g.op("MatMul", [g.op("Softmax", [scores], axis=-1), v])
+    cur = g.op("Reshape", [g.op("Transpose", [ctx], perm=[0, 2, 1, 3]), g.const(np.array([b, s, d], np.int64))])
+    if draw(st.booleans()):
+        cur = g.op("MatMul", [cur, g.weight((d, d), d)])
+    if draw(st.booleans()):
+        cur = g.layer_norm(g.op("Add", [cur, "x"]), d)
+    return g.case("Attention", cur, {"x": (b, s, d)}, atol=2e-4)
+
+
+@st.composite
+def shared_inputs(draw) -> GraphCase:
+    """GEMMs that read the same input (merged into one), their results combined; and the RMSNorm
+    pattern (a reduction of x * x feeding an element-wise tail)."""
+    g = _G(draw(st.integers(0, 1000)))
+    m, k = draw(st.integers(1, 17)), draw(st.sampled_from([2, 16, 31, 64]))
+    outs = []
+    n = draw(st.sampled_from([1, 8, 24, 65]))
+    for _ in range(draw(st.integers(2, 3))):
+        t = g.op("MatMul", ["x", g.weight((k, n), k)])
+        outs.append(g.op("Add", [t, g.weight((n,), 1)]) if draw(st.booleans()) else t)
+    how = draw(st.sampled_from(["Add", "Concat", "Mul"]))
+    cur = g.op("Concat", outs, axis=-1) if how == "Concat" else g.op(how, outs[:2])
+    if how != "Concat" and len(outs) > 2:
+        cur = g.op("Add", [cur, outs[2]])
+    if draw(st.booleans()):  # RMSNorm
+        width = n * len(outs) if how == "Concat" else n
+        ms = g.op("ReduceMean", [g.op("Mul", [cur, cur]), g.const(np.array([-1], np.int64))], keepdims=1)
+        rms = g.op("Sqrt", [g.op("Add", [ms, g.const(np.array(1e-6, np.float32))])])
+        cur = g.op("Mul", [g.op("Div", [cur, rms]), g.weight((width,), 1)])
+    return g.case("SharedInput", cur, {"x": (m, k)}, atol=2e-4)
+
+
 STRATEGIES = {"conv": convs(), "conv_transpose": conv_transposes(), "pool": pools(), "gemm": gemms(),
               "reduce": reductions(), "slice": slices(), "pad": pads(), "softmax": softmaxes(),
               "gather": gathers(), "arithmetic": arithmetic(), "norm": norms(), "resize": resizes(),
               "movement": movements(), "unary": unaries(), "arg": index_reductions(), "matmul": matmuls(),
               "einsum": einsums(), "conv_nd": convs_nd(), "conv_transpose_3d": conv_transposes_3d(),
-              "scatter": scatters(), "where": selects(), "quantize": quantized(), "topk": topks()}
+              "scatter": scatters(), "where": selects(), "quantize": quantized(), "topk": topks(),
+              "mlp": mlp_chains(), "convnet": conv_chains(), "attention": attentions(),
+              "shared_input": shared_inputs()}
 #: f16 variants of the families whose kernels compute (the movement ones only copy)
 STRATEGIES.update({f"{k}_f16": STRATEGIES[k].map(half) for k in
                    ("arithmetic", "unary", "softmax", "norm", "reduce", "gemm", "matmul", "conv", "pool")})
@@ -594,7 +806,7 @@ def test_drawn_nodes_match_onnxruntime_or_are_refused(family: str) -> None:
 GPU_FAMILIES = ("conv", "conv_transpose", "conv_transpose_3d", "conv_nd", "pool", "gemm", "matmul", "reduce", "softmax", "norm", "movement",
                 "slice", "pad", "gather", "arg", "resize", "conv_f16", "matmul_f16", "gemm_f16", "softmax_f16",
                 "norm_f16", "reduce_f16", "pool_f16", "arithmetic_f16", "scatter", "where", "quantize", "topk",
-                "unary", "einsum", "arithmetic")
+                "unary", "einsum", "arithmetic", "mlp", "convnet", "attention", "shared_input")
 GPU_FUZZ = settings(FUZZ, max_examples=max(1, EXAMPLES // 2))
 
 
