@@ -64,9 +64,20 @@ def _reduce(c: _Ctx, t: Tuning, kind: str, acc: str, typ: str, dtype: str, threa
     scalar = typ in ("float", "int", "uint", "double")
     if t.api == "vulkan" and t.subgroup_arithmetic and scalar:
         extensions |= {"GL_KHR_shader_subgroup_basic", "GL_KHR_shader_subgroup_arithmetic"}
-        if t.subgroup_sizes and min(t.subgroup_sizes) >= threads:  # the workgroup is one subgroup
-            return [f"{acc} = {_GLSL_SUBGROUP[kind]}({acc});"], acc
         shared.append((typ, name, threads))  # gl_NumSubgroups <= threads
+        if t.subgroup_sizes and min(t.subgroup_sizes) >= threads:
+            # On the target the workgroup is one subgroup and the subgroup sum is the total. A
+            # device with smaller subgroups (lavapipe's 8 lanes running an h100 bundle) takes the
+            # general path: gl_NumSubgroups is uniform, so the branch and its barrier are too.
+            return [f"{acc} = {_GLSL_SUBGROUP[kind]}({acc});",
+                    f"{typ} {acc}_t = {acc};",
+                    "if (gl_NumSubgroups > 1) {",
+                    f"  if (subgroupElect()) {name}[min(int(gl_SubgroupID), {threads - 1})] = {acc};",
+                    f"  {c.L.barrier}",
+                    f"  {acc}_t = {neutral};",
+                    (f"  for (int s = 0; s < min(int(gl_NumSubgroups), {threads}); s++) "
+                     f"{acc}_t = {_combine(kind, f'{acc}_t', f'{name}[s]')};"),
+                    "}"], f"{acc}_t"
         return [f"{acc} = {_GLSL_SUBGROUP[kind]}({acc});",
                 f"if (subgroupElect()) {name}[min(int(gl_SubgroupID), {threads - 1})] = {acc};",
                 c.L.barrier,
