@@ -773,6 +773,15 @@ class Driver(ABC):
         missing = [f for f in requires if info.features.flags.get(f) is False]
         if missing:
             return f"needs {', '.join(missing)}, which {info.name} lacks"
+        # ``subgroupSizeN``: lanes that shuffle within one subgroup, so every subgroup the driver
+        # may pick must hold N invocations (an h100 bundle's attention on lavapipe's 8-lane ones)
+        lim = info.limits
+        smallest = getattr(lim, "min_subgroup_size", 0) or getattr(lim, "subgroup_size", 0) or 0
+        for f in requires:
+            m = re.fullmatch(r"subgroupSize(\d+)", f)
+            if m and smallest and smallest < int(m.group(1)):
+                return (f"needs subgroups of at least {m.group(1)} invocations; {info.name}'s may hold "
+                        f"{smallest}")
         return self._check_target(fmt, target, info)
 
     def _check_target(self, fmt: str, target: str, info: DeviceInfo) -> str | None:

@@ -594,4 +594,6 @@ def plan_attention(c: _Ctx, t: Tuning) -> Plan:
     ctx = {"rows": rows, "groups_x": groups[0], "lines": e.lines, "name": c.d.name, "extensions": extensions}
     plan = Plan("row.j2", ctx, (e.T, 1, 1), groups, [(c.L.vec4, "hb_sm", e.sh["vectors"])])
     plan.vec4 = e.vec4
+    if e.sh["combine"] == "subgroup":  # a row's G lanes shuffle within one subgroup
+        plan.min_subgroup = int(e.sh["G"])
     return plan

@@ -167,8 +167,9 @@ def generate_vulkan(d: Any, g: Graph, target: Any = None, abi: str = "all", *,
         name = re.sub(r"[^A-Za-z0-9_]+", "_", f"{disp.name}_{a}")
         spirv = _compile(sources[a], name, validate)
         entry = EntryPoint("main", len(disp.values) + plan.status + plan.scratch, 0, plan.workgroup_size)
+        needs = spirv_requirements(spirv) + ((f"subgroupSize{plan.min_subgroup}",) if plan.min_subgroup > 1 else ())
         out.append(GpuVariant(ABIS[a], t.name, spirv, entry, plan.workgroups, (), sources[a], "spv",
-                              spirv_requirements(spirv), plan.gemm, plan.matrix))
+                              needs, plan.gemm, plan.matrix))
     return out
 
 

@@ -107,6 +107,10 @@ class Plan:
     #: functions (return type, name, parameters, body lines) in the shared C subset
     helpers: list[tuple[str, str, str, list[str]]] = field(default_factory=list)
     features: set[str] = field(default_factory=set)
+    #: Vulkan: the kernel needs subgroups of at least this many invocations (lanes that shuffle
+    #: within one subgroup); the variant records it as ``subgroupSizeN`` and a device whose
+    #: subgroups may be smaller refuses it at load (0: no such need)
+    min_subgroup: int = 0
     #: the kernel takes one more binding after its values: a 2-word status slot (uint32) where
     #: a gather with an index out of its bounds records 1 and the index (see gather())
     status: bool = False
