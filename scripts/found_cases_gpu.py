@@ -25,6 +25,15 @@ from pathlib import Path
 import numpy as np
 
 
+def _feeds(case) -> dict[str, np.ndarray]:
+    """The case's inputs as the fuzzer draws them (seed 0, its element type)."""
+    import onnx
+
+    rng = np.random.default_rng(0)
+    dt = np.float16 if case.in_type == onnx.TensorProto.FLOAT16 else np.float32
+    return {n: rng.standard_normal(s).astype(dt) for n, s in case.inputs.items()}
+
+
 def compile_all(out: Path) -> None:
     import onnx
 
@@ -34,9 +43,7 @@ def compile_all(out: Path) -> None:
 
     out.mkdir(parents=True, exist_ok=True)
     for name, case in sorted(FOUND.items()):
-        rng = np.random.default_rng(0)
-        dt = np.float16 if case.in_type == onnx.TensorProto.FLOAT16 else np.float32
-        feeds = {n: rng.standard_normal(s).astype(dt) for n, s in case.inputs.items()}
+        feeds = _feeds(case)
         with tempfile.TemporaryDirectory() as td:
             path = Path(td) / "m.onnx"
             onnx.save(case.model(), path)
@@ -75,9 +82,7 @@ def draw_all(out: Path, per_family: int, seed: int, families: list[str]) -> None
         for i, case in enumerate(drawn):
             if kept >= per_family:
                 break
-            rng = np.random.default_rng(0)
-            dt = np.float16 if case.in_type == onnx.TensorProto.FLOAT16 else np.float32
-            feeds = {n: rng.standard_normal(s).astype(dt) for n, s in case.inputs.items()}
+            feeds = _feeds(case)
             with tempfile.TemporaryDirectory() as td:
                 path = Path(td) / "m.onnx"
                 onnx.save(case.model(), path)

@@ -59,8 +59,11 @@ class Case:
                    else ["y", "indices"] if self.op == "TopK" else ["y"])
         node = helper.make_node(self.op, [n if n else "" for n in self.order], outputs,
                                 **{k: v for k, v in self.attrs.items() if v is not None})
+        return self._graph_model([node])
+
+    def _graph_model(self, nodes: list) -> onnx.ModelProto:
         g = helper.make_graph(
-            [node], "fuzz",
+            nodes, "fuzz",
             [helper.make_tensor_value_info(n, self.in_type, list(s)) for n, s in self.inputs.items()],
             [helper.make_tensor_value_info("y", self.out_type, None)],
             [numpy_helper.from_array(v, n) for n, v in self.consts.items()])
@@ -579,14 +582,7 @@ class GraphCase(Case):
         self.nodes, self.rtol = nodes, 1e-4
 
     def model(self) -> onnx.ModelProto:
-        g = helper.make_graph(
-            self.nodes, "fuzz",
-            [helper.make_tensor_value_info(n, self.in_type, list(sh)) for n, sh in self.inputs.items()],
-            [helper.make_tensor_value_info("y", self.out_type, None)],
-            [numpy_helper.from_array(v, n) for n, v in self.consts.items()])
-        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)])
-        m.ir_version = 8
-        return m
+        return self._graph_model(self.nodes)
 
     def __repr__(self) -> str:
         def attrs(n: onnx.NodeProto) -> str:
