@@ -42,10 +42,52 @@ def _signature(node: Any, types: dict[str, Any], consts: dict[str, bytes]) -> st
     return "|".join(parts)
 
 
-def _compile_node(path: Path) -> None:
+def _compile_nodes(paths: list[str], progress: str) -> list[str | None]:
+    """Each one-node model compiled in turn, in one child process for all: None where it
+    compiles, else its one-line error. Each outcome is appended to ``progress`` as it is known, so
+    that the caller knows which node a crash of the process interrupted."""
+    import json
+
     from halbench.compiler import CompileOptions, compile_model
 
-    compile_model(path, CompileOptions(target_devices=("local",)))
+    out: list[str | None] = []
+    for f in paths:
+        try:
+            compile_model(f, CompileOptions(target_devices=("local",)))
+            r = None
+        except HalbenchError as e:
+            r = str(e)
+        out.append(r)
+        with open(progress, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(r) + "\n")
+    return out
+
+
+def _compile_isolated(files: list[Path], work: Path, stem: str, worker: Any = None) -> list[str | None]:
+    """``_compile_nodes`` in a child process (halbench.compiler.isolate); where a node kills the
+    child (a native crash in ONNX or torch-mlir), the crash is that node's outcome and the nodes
+    after it go on in a new child. One child for the whole model, not one per node: a child's
+    first compile pays for MLIR's set-up again. ``worker``: ``_compile_nodes`` or one with its
+    contract (the recovery's test)."""
+    import json
+
+    from halbench.compiler.isolate import run_isolated
+
+    results: list[str | None] = []
+    rest = list(files)
+    while rest:
+        progress = work / f"progress-{len(results)}.jsonl"
+        try:
+            results += run_isolated(worker or _compile_nodes, [str(f) for f in rest], str(progress), what=f"{stem}-check",
+                                    check_hint=False)
+            break
+        except HalbenchError as e:  # the child died: at the node after those it finished
+            done = ([json.loads(ln) for ln in progress.read_text(encoding="utf-8").splitlines()]
+                    if progress.exists() else [])
+            results += done
+            results.append(str(e).removeprefix(f"{stem}-check: "))
+            rest = rest[len(done) + 1:]
+    return results
 
 
 def check_model(path: str | Path, input_shapes: dict[str, tuple[int, ...]] | None = None,
@@ -57,7 +99,6 @@ def check_model(path: str | Path, input_shapes: dict[str, tuple[int, ...]] | Non
 
     from halbench.compiler.frontend import require_mlir
     from halbench.compiler.frontend.onnx import _default_opset, prepare_model
-    from halbench.compiler.isolate import run_isolated
 
     p = Path(path)
     if not p.is_file():
@@ -73,40 +114,53 @@ def check_model(path: str | Path, input_shapes: dict[str, tuple[int, ...]] | Non
     types = {v.name: v.type for v in (*g.input, *g.value_info, *g.output)}
     inits = {t.name: t for t in g.initializer}
     consts = {t.name: t.SerializeToString() for t in g.initializer if len(t.SerializeToString()) <= 4096}
-    seen: dict[str, NodeVerdict] = {}
-    out: list[NodeVerdict] = []
     with tempfile.TemporaryDirectory(prefix="halbench-check-") as d:
+        plan: list[tuple[str, Any, str, NodeVerdict | int]] = []  # (label, node, signature, verdict or file index)
+        files: list[Path] = []
+        firsts: dict[str, int] = {}
         for i, node in enumerate(g.node):
             label = node.name or (node.output[0] if node.output else f"#{i}")
             sig = _signature(node, types, consts)
-            if sig in seen:
-                first = seen[sig]
-                out.append(NodeVerdict(label, node.op_type, opset, first.ok, first.reason, first.name))
+            if sig in firsts:
+                plan.append((label, node, sig, -1))
                 continue
+            firsts[sig] = i
             missing = [x for x in list(node.input) + list(node.output)
                        if x and x not in types and x not in inits]
             if missing:
-                v = NodeVerdict(label, node.op_type, opset, False,
-                                f"ONNX shape inference gives no type for {missing[0]!r}; give the input "
-                                f"shapes (--input-shape) or freeze shape inputs (--freeze-input)")
+                plan.append((label, node, sig, NodeVerdict(
+                    label, node.op_type, opset, False,
+                    f"ONNX shape inference gives no type for {missing[0]!r}; give the input "
+                    f"shapes (--input-shape) or freeze shape inputs (--freeze-input)")))
+                continue
+            inputs = [helper.make_value_info(x, types[x]) for x in dict.fromkeys(node.input)
+                      if x and x not in inits]
+            outputs = [helper.make_value_info(x, types[x]) for x in node.output if x]
+            used = [inits[x] for x in dict.fromkeys(node.input) if x in inits]
+            one = helper.make_model(helper.make_graph([node], "node", inputs, outputs, used),
+                                    opset_imports=list(model.opset_import), ir_version=model.ir_version)
+            f = Path(d) / f"n{i}.onnx"
+            onnx.save(one, str(f))
+            plan.append((label, node, sig, len(files)))
+            files.append(f)
+        # in a child process: a node that crashes the front end is that node's verdict
+        errors = _compile_isolated(files, Path(d), p.stem) if files else []
+        seen: dict[str, NodeVerdict] = {}
+        out: list[NodeVerdict] = []
+        for label, node, sig, what in plan:
+            if isinstance(what, NodeVerdict):
+                v = what
+            elif what < 0:
+                first = seen[sig]
+                v = NodeVerdict(label, node.op_type, opset, first.ok, first.reason, first.name)
+            elif errors[what] is None:
+                v = NodeVerdict(label, node.op_type, opset, True)
             else:
-                inputs = [helper.make_value_info(x, types[x]) for x in dict.fromkeys(node.input)
-                          if x and x not in inits]
-                outputs = [helper.make_value_info(x, types[x]) for x in node.output if x]
-                used = [inits[x] for x in dict.fromkeys(node.input) if x in inits]
-                one = helper.make_model(helper.make_graph([node], "node", inputs, outputs, used),
-                                        opset_imports=list(model.opset_import), ir_version=model.ir_version)
-                f = Path(d) / f"n{i}.onnx"
-                onnx.save(one, str(f))
-                try:  # in a child process: a node that crashes the front end is that node's verdict
-                    run_isolated(_compile_node, f, what=f"{p.stem}-node{i}", check_hint=False)
-                    v = NodeVerdict(label, node.op_type, opset, True)
-                except HalbenchError as e:
-                    reason = str(e).replace(f"n{i}.onnx: ", "").replace(f"n{i}.onnx", "the node")
-                    reason = reason.removeprefix(f"{p.stem}-node{i}: ")
-                    reason = re.sub(r"^node '[^']*' \([^)]*\):? ", "", reason)
-                    v = NodeVerdict(label, node.op_type, opset, False, reason)
-            seen[sig] = v
+                stem = files[what].name
+                reason = str(errors[what]).replace(f"{stem}: ", "").replace(stem, "the node")
+                reason = re.sub(r"^node '[^']*' \([^)]*\):? ", "", reason)
+                v = NodeVerdict(label, node.op_type, opset, False, reason)
+            seen.setdefault(sig, v)
             out.append(v)
     return out
 

@@ -157,3 +157,34 @@ def test_cli_compile_and_check_report_crafted_crashers_in_one_line(tmp_path: Pat
     assert r.returncode == 1, r.stderr
     assert "3 nodes of 3 op types; 1 cannot be compiled" in r.stdout
     assert re.search(r"d2s \(DepthToSpace, opset 18\): its 4 channels", r.stdout)
+
+
+def _nodes_with_a_crash(paths: list[str], progress: str) -> list:
+    """``check._compile_nodes``'s contract, with a real SIGSEGV at the file named crash*."""
+    import json
+
+    out = []
+    for f in paths:
+        if Path(f).name.startswith("crash"):
+            _segfault()
+        r = None if Path(f).name.startswith("ok") else f"{Path(f).name}: refused"
+        out.append(r)
+        with open(progress, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(r) + "\n")
+    return out
+
+
+def test_check_gives_a_crashing_node_its_verdict_and_goes_on(tmp_path: Path) -> None:
+    """`halbench check` compiles every node in one child; a node that kills it is that node's
+    verdict (the crash, one line), and the nodes after it run in a new child."""
+    from halbench.compiler.check import _compile_isolated
+
+    names = ["ok1.onnx", "bad2.onnx", "crash3.onnx", "ok4.onnx", "crash5.onnx", "bad6.onnx"]
+    files = [tmp_path / n for n in names]
+    got = _compile_isolated(files, tmp_path, "model", worker=_nodes_with_a_crash)
+    assert len(got) == 6
+    assert got[0] is None and got[3] is None
+    assert got[1] == "bad2.onnx: refused" and got[5] == "bad6.onnx: refused"
+    for crashed in (got[2], got[4]):
+        assert crashed.startswith("the compiler's front end crashed in native code") and "(SIGSEGV" in crashed
+        assert "\n" not in crashed

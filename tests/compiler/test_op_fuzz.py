@@ -993,3 +993,24 @@ def test_crafted_nodes_are_refused_in_one_line(name: str) -> None:
     msg = str(e.value)
     assert msg and "\n" not in msg.strip()
     assert "crashed in native code" not in msg and "did not finish" not in msg, msg
+
+
+def test_lrn_window_past_the_channels_compiles_and_matches_the_formula(tmp_path: Path) -> None:
+    """An LRN of size 2^31 - 1 over 3 channels hung the compile; the window past 2C - 1 channels
+    sums every channel, so it compiles as one of 2C - 1 with alpha / size kept (onnxruntime itself
+    tries to allocate 32 GiB for it: the formula is the reference)."""
+    from halbench.compiler.isolate import run_isolated
+
+    size, alpha, beta, bias = 2**31 - 1, 0.3, 0.75, 1.5
+    case = Case("LRN", {"x": (1, 3, 2, 2)}, size=size, alpha=alpha, beta=beta, bias=bias)
+    path, bundle = tmp_path / "m.onnx", tmp_path / "m.hbx"
+    onnx.save(case.model(), path)
+    run_isolated(_compile_to, path, bundle, what="lrn", timeout_s=120)
+    x = np.random.default_rng(0).standard_normal((1, 3, 2, 2))
+    ref = x / (bias + alpha / size * (x * x).sum(axis=1, keepdims=True)) ** beta
+    out = run_local(bundle, {"x": x.astype(np.float32)}, "local-sync://")[0]
+    assert np.abs(out - ref).max() < 1e-5
+
+
+def _compile_to(path: Path, bundle: Path) -> None:
+    compile_model(path).write(bundle)

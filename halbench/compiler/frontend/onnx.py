@@ -244,6 +244,19 @@ def _guard_native_crashes(model: Any, refuse_nodes: bool = True) -> None:
             size = int(attrs.get("size", 0))
             if size < 1:
                 refuse(f"size {size} is not a positive integer")
+            elif x is not None and len(x) > 1 and x[1] >= 1 and size > 2 * x[1] - 1:
+                # A window past 2C - 1 channels sums every channel for every c: the same sum over
+                # 2C - 1, with alpha / size kept (a window of 2^31 hung the compile).
+                w = 2 * x[1] - 1
+                alpha = float(attrs.get("alpha", 1e-4)) * w / size
+                for a in node.attribute:
+                    if a.name == "size":
+                        a.i = w
+                if not any(a.name == "alpha" for a in node.attribute):
+                    node.attribute.append(helper.make_attribute("alpha", alpha))
+                for a in node.attribute:
+                    if a.name == "alpha":
+                        a.f = alpha
         elif node.op_type == "Range":
             delta = const(node.input[2]) if len(node.input) > 2 else None
             if delta is not None and delta.size == 1 and float(delta.reshape(-1)[0]) == 0:
