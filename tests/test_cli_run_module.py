@@ -168,14 +168,23 @@ def test_real_subprocess(hbx: Path, tmp_path: Path) -> None:
 
 # -- compile ---------------------------------------------------------------------------------
 def _fake_compiler(monkeypatch, fail: Exception | None = None) -> list:
-    """Stand in for halbench.compiler.compile.compile_model (tested by the compiler's own tests)."""
+    """Stand in for halbench.compiler.compile.compile_model (tested by the compiler's own tests),
+    and for its file checks (frontend.preflight); in this process (HALBENCH_ISOLATE=0), where the
+    stand-in is."""
     comp = pytest.importorskip("halbench.compiler.compile")
+    from halbench.bundle import write_bundle
+    from halbench.compiler import frontend
+
     calls = []
 
     class Result:
         def __init__(self) -> None:
             self.manifest, self.members = B.manifest()
             self.statistics = {"dispatches": 5}
+            self.notes: list[str] = []
+
+        def write(self, path) -> None:
+            write_bundle(path, self.manifest, self.members)
 
     def fake(path, options):
         calls.append((path, options))
@@ -184,6 +193,8 @@ def _fake_compiler(monkeypatch, fail: Exception | None = None) -> list:
         return Result()
 
     monkeypatch.setattr(comp, "compile_model", fake)
+    monkeypatch.setattr(frontend, "preflight", lambda path: path)
+    monkeypatch.setenv("HALBENCH_ISOLATE", "0")
     return calls
 
 
