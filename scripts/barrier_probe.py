@@ -141,7 +141,7 @@ def main() -> None:
                 for mod in mods.values():
                     mod.close()
                 for dev in devs:
-                    if isinstance(dev.fn, _EventBarriers):
+                    if isinstance(getattr(dev, "fn", None), _EventBarriers):
                         dev.fn.release()
                     dev.close()
     print("\n| model | device | dispatches | barriers | compiled us | no barriers us | full barriers us | "
