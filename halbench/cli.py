@@ -361,15 +361,19 @@ def list_targets_cmd(api: str | None, fmt: str) -> None:
               help="Static shape for an input with dynamic dimensions (repeatable).")
 @click.option("--freeze-input", "frozen", multiple=True, metavar="NAME=2xi64=1,2",
               help="Make an input a constant (as compile --freeze-input).")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(0, 1e6), default=None, metavar="SECONDS",
+              help="Stop a node's compile after SECONDS and give that node the verdict; 0: no limit "
+                   "[default: $HALBENCH_COMPILE_TIMEOUT, else no limit].")
 @FORMAT
-def check_cmd(model: str, input_shapes: tuple[str, ...], frozen: tuple[str, ...], fmt: str) -> None:
+def check_cmd(model: str, input_shapes: tuple[str, ...], frozen: tuple[str, ...], timeout_s: float | None,
+              fmt: str) -> None:
     """Say, before compiling, which nodes of an ONNX model this halbench cannot compile, and why.
     Exits 1 when some cannot."""
     try:
         from halbench.compiler.check import check_model, format_verdicts
     except ImportError as e:
         raise UserError(f"the halbench compiler is not available here ({e}); install halbench[compiler]") from None
-    verdicts = check_model(model, _input_shapes(input_shapes), _frozen_inputs(frozen))
+    verdicts = check_model(model, _input_shapes(input_shapes), _frozen_inputs(frozen), timeout_s=timeout_s)
     if fmt == "json":
         click.echo(json.dumps({"model": model, "ok": all(v.ok for v in verdicts),
                                "nodes": [v.to_dict() for v in verdicts]}, indent=2))
@@ -546,18 +550,21 @@ def _ignored_rocm_flag(ctx: click.Context, param: click.Parameter, value: str | 
               help="GEMM configurations measured by `halbench tune`: a directory of <api>-<target>.json "
                    "files or one such file, or off [default: $HALBENCH_TUNING_CACHE, else "
                    "~/.cache/halbench/tuning].")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(0, 1e6), default=None, metavar="SECONDS",
+              help="Stop the compile after SECONDS (it runs in a child process); 0: no limit "
+                   "[default: $HALBENCH_COMPILE_TIMEOUT, else no limit].")
 @FORMAT_CTX
 def compile_cmd(input_path: str, output: str, target_devices: tuple[str, ...], target_all: str | None,
                 target_device_uri: str | None, weights: str, precision: str, winograd: str | None,
                 input_shapes: tuple[str, ...], frozen: tuple[str, ...], dump_after: str | None, statistics: bool,
-                tuning_cache: str | None, **per_backend: str | None) -> None:
+                tuning_cache: str | None, timeout_s: float | None, **per_backend: str | None) -> None:
     """Compile an ONNX or MLIR model into a bundle (.hbx) for run-module and the runtime."""
     from pathlib import Path
 
     try:
         from halbench.compiler.compile import CompileOptions, compile_to_file
         from halbench.compiler.frontend import preflight
-        from halbench.compiler.isolate import run_isolated
+        from halbench.compiler.isolate import compile_timeout, run_isolated
     except ImportError as e:
         raise UserError(f"the halbench compiler is not available here ({e}); install halbench[compiler], "
                         f"or compile on another machine and copy the .hbx") from None
@@ -573,9 +580,11 @@ def compile_cmd(input_path: str, output: str, target_devices: tuple[str, ...], t
                              targets={k: v for k, v in targets.items() if v}, backend_options=backend_options,
                              input_values=_frozen_inputs(frozen), target_device_uri=target_device_uri,
                              precision=precision, tuning_cache=tuning_cache, winograd=winograd)
+    limit = compile_timeout(timeout_s)
     preflight(input_path)
     # In a child process: a crash in the native front end (an LLVM abort, SIGFPE) becomes one line.
-    result = run_isolated(compile_to_file, input_path, options, output, what=Path(input_path).name)
+    result = run_isolated(compile_to_file, input_path, options, output, what=Path(input_path).name,
+                          timeout_s=limit)
     for note in result["notes"]:
         click.echo(f"halbench: note: {note}", err=True)
     if _fmt() == "json":

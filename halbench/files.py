@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
@@ -21,6 +22,40 @@ def _umask() -> int:
     return mask
 
 
+_STALE_S = 60.0  # a temporary file whose writer is gone is removed once it is this old
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process: alive
+        return True
+    return True
+
+
+def _sweep_stale(path: Path) -> None:
+    """Remove the temporary files an earlier writer of ``path`` left when it was killed mid-write
+    (SIGKILL, the OOM killer, a power cut): ``.NAME.PID.*.tmp`` whose process no longer exists and
+    and that nothing has written to for a minute. A live writer's file is left alone; so is a
+    file without a PID in its name."""
+    import glob
+
+    try:
+        stale = glob.glob(glob.escape(str(path.parent / f".{path.name}.")) + "*.tmp")[:64]
+    except OSError:
+        return
+    now = time.time()
+    for t in stale:
+        pid = Path(t).name[len(path.name) + 2:].split(".", 1)[0]
+        if not pid.isdigit() or int(pid) == os.getpid() or _pid_alive(int(pid)):
+            continue
+        with contextlib.suppress(OSError):
+            if now - os.stat(t).st_mtime > _STALE_S:
+                os.unlink(t)
+
+
 @contextlib.contextmanager
 def atomic_open(path: str | os.PathLike, what: str = "file", make_dirs: bool = True) -> Iterator[IO[bytes]]:
     """Open a temporary file beside ``path`` for writing bytes; on success it is flushed,
@@ -31,7 +66,8 @@ def atomic_open(path: str | os.PathLike, what: str = "file", make_dirs: bool = T
     try:
         if make_dirs:
             path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        _sweep_stale(path)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent)
     except OSError as e:
         raise UserError(f"cannot write {what} {path}: {e.strerror} ({path.parent})") from None
     try:

@@ -36,12 +36,14 @@ from typing import Any
 
 from halbench.errors import CompileError, HalbenchError
 
-__all__ = ["ChildBug", "isolation_enabled", "run_isolated"]
+__all__ = ["ChildBug", "compile_timeout", "isolation_enabled", "run_isolated"]
 
 #: Lines of a dead child's log that say what killed it, best first.
 _CAUSES = (r"LLVM ERROR: .*", r".*Assertion .* failed.*", r"terminate called .*", r".*what\(\): .*",
            r"Fatal Python error: .*", r".*[Ss]egmentation fault.*", r".*error: .*")
 _MAX_REPLAY = 1 << 20  # bytes of a child's stderr replayed (the rest is in its log)
+_MAX_CAUSE_READ = 4 << 20  # bytes at each end of a dead child's log searched for its cause
+_MAX_KEPT_LOG = 16 << 20  # bytes of a dead child's log kept (its head and its tail)
 
 
 class ChildBug(RuntimeError):
@@ -60,6 +62,24 @@ class _RemoteTraceback(Exception):
 
 def isolation_enabled() -> bool:
     return os.environ.get("HALBENCH_ISOLATE", "1") != "0" and hasattr(os, "fork")
+
+
+def compile_timeout(value: float | str | None = None) -> float | None:
+    """Seconds a compile may take before it is stopped: ``value`` where given (a CLI option),
+    else ``$HALBENCH_COMPILE_TIMEOUT``; None (no limit) where neither is set or the value is 0."""
+    raw = value if value is not None else os.environ.get("HALBENCH_COMPILE_TIMEOUT", "").strip() or None
+    if raw is None:
+        return None
+    try:
+        t = float(raw)
+    except (TypeError, ValueError):
+        t = -1.0
+    if not (t >= 0 and t < 1e7):
+        from halbench.errors import UserError
+
+        src = "the compile timeout" if value is not None else "$HALBENCH_COMPILE_TIMEOUT"
+        raise UserError(f"{src} {raw!r} is not a number of seconds; give e.g. 600, or 0 for no limit")
+    return t or None
 
 
 #: Modules the fork server imports once, so that each child starts with them loaded.
@@ -123,15 +143,29 @@ def _cause(log: str) -> str:
     return lines[-1][:300] if lines else ""
 
 
+def _ends(path: Path, each: int) -> bytes:
+    """The file whole where it is at most ``2 * each`` bytes, else its first and last ``each``
+    bytes with a line between saying how much was left out (a child that wrote gigabytes to
+    stderr must not make its own crash report slow or huge)."""
+    with open(path, "rb") as f:
+        size = f.seek(0, os.SEEK_END)
+        f.seek(0)
+        if size <= 2 * each:
+            return f.read()
+        head = f.read(each)
+        f.seek(size - each)
+        return head + f"\n[... {size - 2 * each} bytes left out ...]\n".encode() + f.read(each)
+
+
 def _keep_log(src: Path, what: str) -> Path | None:
+    from halbench.files import atomic_write
     from halbench.tools import cache_dir
 
     stem = re.sub(r"[^A-Za-z0-9._-]+", "_", what)[:60] or "compile"
     dest = cache_dir() / "failed" / f"crash-{stem}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
     try:
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        dest.write_bytes(src.read_bytes())
-    except OSError:
+        atomic_write(dest, _ends(src, _MAX_KEPT_LOG // 2), what="crash log")
+    except (OSError, HalbenchError):
         return None
     return dest
 
@@ -145,7 +179,7 @@ def _died(code: int, log_path: Path, what: str, hint: bool) -> CompileError:
     if sig == signal.SIGKILL:
         name += ", killed: out of memory?"
     try:
-        cause = _cause(log_path.read_text(errors="replace"))
+        cause = _cause(_ends(log_path, _MAX_CAUSE_READ).decode(errors="replace"))
     except OSError:
         cause = ""
     kept = _keep_log(log_path, what)
@@ -156,14 +190,23 @@ def _died(code: int, log_path: Path, what: str, hint: bool) -> CompileError:
         + (f"; `halbench check {what}` names the node" if hint else "") + where)
 
 
+_FROM_ENV: Any = object()
+
+
 def run_isolated(fn: Callable[..., Any], *args: Any, what: str, start: str = "forkserver",
-                 timeout_s: float | None = None, check_hint: bool = True, **kwargs: Any) -> Any:
+                 timeout_s: float | None = _FROM_ENV, check_hint: bool = True, heartbeat: Path | None = None,
+                 **kwargs: Any) -> Any:
     """``fn(*args, **kwargs)`` in a child process; its (JSON-able) value, or its HalbenchError
     raised here. ``what`` names the work in a crash's message (the model file's name). ``start``:
     a multiprocessing start method (see the module's doc; ``fn`` and the arguments must pickle
     for all but 'fork'). A child still
-    running after ``timeout_s`` is killed and reported as hung. ``check_hint``: a crash's message
-    points to ``halbench check`` (not where the caller is that check)."""
+    running after ``timeout_s`` is killed and reported as hung (default: :func:`compile_timeout`,
+    from ``$HALBENCH_COMPILE_TIMEOUT``; None: no limit). ``heartbeat``: a file the child appends to
+    as it finishes each part of its work; each time it grows, the child has ``timeout_s`` again
+    (a limit per part, for check's nodes). ``check_hint``: a crash's message points to
+    ``halbench check`` (not where the caller is that check)."""
+    if timeout_s is _FROM_ENV:
+        timeout_s = compile_timeout()
     if not isolation_enabled():
         return json.loads(json.dumps(fn(*args, **kwargs), default=str))
     import multiprocessing as mp
@@ -184,9 +227,14 @@ def run_isolated(fn: Callable[..., Any], *args: Any, what: str, start: str = "fo
         send.close()
         data = b""
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        beat = -1
         while True:  # read before joining: a large message must not block the child's send
+            if heartbeat is not None and deadline is not None:
+                size = heartbeat.stat().st_size if heartbeat.exists() else 0
+                if size != beat:
+                    beat, deadline = size, time.monotonic() + timeout_s
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            if recv.poll(left if left is not None else 0.5):
+            if recv.poll(min(left, 0.5) if left is not None else 0.5):
                 try:
                     data = recv.recv_bytes()
                 except EOFError:  # the child died without a message
@@ -199,7 +247,10 @@ def run_isolated(fn: Callable[..., Any], *args: Any, what: str, start: str = "fo
             if deadline is not None and time.monotonic() >= deadline:
                 proc.kill()
                 proc.join()
-                raise CompileError(f"{what}: the compile did not finish in {timeout_s:g} s and was stopped")
+                raise CompileError(
+                    f"{what}: the compile did not finish in {timeout_s:g} s and was stopped; give it longer "
+                    f"(--timeout, $HALBENCH_COMPILE_TIMEOUT)"
+                    + (f", or run `halbench check {what}` to find the node it hangs on" if check_hint else ""))
         proc.join()
         if not data:
             raise _died(proc.exitcode if proc.exitcode is not None else -1, log_path, what, check_hint)

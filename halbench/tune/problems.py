@@ -76,17 +76,26 @@ def _from_file(path: Path) -> list[GemmProblemDoc]:
         raise UserError(one_line(e, f"problems file {path}")) from None
 
 
+def _model_problems(path: str, opts: Any) -> list[dict[str, Any]]:
+    """The GEMM problems of the model compiled with ``opts`` (in the child of run_isolated)."""
+    from halbench.compiler.compile import compile_model
+
+    cm = compile_model(path, opts)
+    return [dict(v.gemm["problem"]) for e in cm.manifest.executables for v in e.variants if v.gemm]
+
+
 def _from_model(path: Path, api: str, target: str | None, device_uri: str | None) -> list[GemmProblemDoc]:
     try:
-        from halbench.compiler.compile import CompileOptions, compile_model
+        from halbench.compiler.compile import CompileOptions
+        from halbench.compiler.isolate import run_isolated
     except ImportError as e:
         raise UserError(f"tuning from a model file needs the compiler's front end ({e}); compile the "
                         f"model elsewhere and give the .hbx, or a problems file") from None
     opts = CompileOptions(target_devices=(api,), weights="random", targets={api: target or "auto"},
                           target_device_uri=device_uri, tuning_cache="off")
-    cm = compile_model(path, opts)
-    return [GemmProblemDoc.model_validate(dict(v.gemm["problem"]))
-            for e in cm.manifest.executables for v in e.variants if v.gemm]
+    # in a child process, as `halbench compile`: a crash in the native front end is one line
+    found = run_isolated(_model_problems, str(path), opts, what=path.name)
+    return [GemmProblemDoc.model_validate(d) for d in found]
 
 
 def load_problems(source: str | os.PathLike[str], api: str = "vulkan", target: str | None = None,

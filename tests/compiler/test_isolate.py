@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from halbench.compiler.isolate import ChildBug, run_isolated
+from halbench.compiler.isolate import ChildBug, compile_timeout, run_isolated
 from halbench.errors import BadOption, CompileError, DriverUnavailable, UserError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -188,3 +188,90 @@ def test_check_gives_a_crashing_node_its_verdict_and_goes_on(tmp_path: Path) -> 
     for crashed in (got[2], got[4]):
         assert crashed.startswith("the compiler's front end crashed in native code") and "(SIGSEGV" in crashed
         assert "\n" not in crashed
+
+
+def _nodes_with_a_hang(paths: list[str], progress: str) -> list:
+    """``check._compile_nodes``'s contract, 0.4 s a node, hanging at the file named hang*."""
+    import json
+
+    out = []
+    for f in paths:
+        time.sleep(60 if Path(f).name.startswith("hang") else 0.4)
+        out.append(None)
+        with open(progress, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(None) + "\n")
+    return out
+
+
+def test_checks_timeout_is_per_node_and_a_hanging_node_gets_the_verdict(tmp_path: Path) -> None:
+    """check's limit is per node (the child's progress file is its heartbeat): eight nodes of
+    0.4 s each pass a 1.5 s limit together, and the one that hangs is stopped and named."""
+    from halbench.compiler.check import _compile_isolated
+
+    names = [f"ok{i}.onnx" for i in range(4)] + ["hang4.onnx"] + [f"ok{i}.onnx" for i in range(5, 9)]
+    t0 = time.monotonic()
+    got = _compile_isolated([tmp_path / n for n in names], tmp_path, "model", worker=_nodes_with_a_hang,
+                            timeout_s=1.5)
+    assert time.monotonic() - t0 < 30
+    assert got[:4] == [None] * 4 and got[5:] == [None] * 4
+    assert got[4].startswith("the compile did not finish in 1.5 s and was stopped"), got[4]
+    assert "halbench check" not in got[4]
+
+
+def test_the_compile_timeout_comes_from_the_option_or_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("HALBENCH_COMPILE_TIMEOUT", raising=False)
+    assert compile_timeout() is None and compile_timeout(30) == 30.0 and compile_timeout(0) is None
+    monkeypatch.setenv("HALBENCH_COMPILE_TIMEOUT", "45")
+    assert compile_timeout() == 45.0 and compile_timeout(5) == 5.0
+    monkeypatch.setenv("HALBENCH_COMPILE_TIMEOUT", "ten minutes")
+    with pytest.raises(UserError, match=r"\$HALBENCH_COMPILE_TIMEOUT 'ten minutes' is not a number of seconds"):
+        compile_timeout()
+    monkeypatch.setenv("HALBENCH_COMPILE_TIMEOUT", "1")
+    with pytest.raises(CompileError, match=r"did not finish in 1 s .*\$HALBENCH_COMPILE_TIMEOUT\), or run "
+                                           r"`halbench check m.onnx`"):
+        run_isolated(_hang, what="m.onnx")  # the environment's limit by default
+
+
+def _floods_then_segfaults() -> None:
+    chunk = b"x" * 1023 + b"\n"
+    os.write(2, b"LLVM ERROR: the cause, written first\n")
+    for _ in range(40 * 1024):  # 40 MiB of stderr
+        os.write(2, chunk)
+    _segfault()
+
+
+def test_a_flooded_log_keeps_its_ends_and_still_names_the_cause(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    with pytest.raises(CompileError) as e:
+        run_isolated(_floods_then_segfaults, what="m.onnx", check_hint=False)
+    msg = str(e.value)
+    assert "(SIGSEGV: LLVM ERROR: the cause, written first)" in msg
+    log = Path(re.search(r"the log is (\S+)$", msg).group(1))
+    assert log.stat().st_size < 17 << 20
+    text = log.read_bytes()
+    assert text.startswith(b"LLVM ERROR: the cause") and b"bytes left out ..." in text
+
+
+def test_cli_compile_timeout_stops_the_compile_in_one_line(tmp_path: Path) -> None:
+    onnx = pytest.importorskip("onnx")
+    pytest.importorskip("iree.compiler")
+    from onnx import TensorProto, helper
+
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])])
+    path = tmp_path / "relu.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]), path)
+    cli = [sys.executable, "-m", "halbench", "compile", str(path), "-o", str(tmp_path / "x.hbx")]
+    r = subprocess.run([*cli, "--timeout", "0.001"], capture_output=True, text=True, timeout=300, cwd=ROOT,
+                       check=False)
+    assert r.returncode == 1 and not (tmp_path / "x.hbx").exists()
+    assert r.stderr.strip().count("\n") == 0
+    assert "relu.onnx: the compile did not finish in 0.001 s and was stopped" in r.stderr
+    r = subprocess.run(cli, capture_output=True, text=True, timeout=300, cwd=ROOT, check=False,
+                       env={**os.environ, "HALBENCH_COMPILE_TIMEOUT": "soon"})
+    assert r.returncode != 0 and "$HALBENCH_COMPILE_TIMEOUT 'soon' is not a number of seconds" in r.stderr
+    r = subprocess.run([*cli, "--timeout", "600"], capture_output=True, text=True, timeout=300, cwd=ROOT,
+                       check=False, env={**os.environ, "HALBENCH_COMPILE_TIMEOUT": "0.001"})
+    assert r.returncode == 0, r.stderr  # the option wins over the environment
