@@ -13,6 +13,7 @@ BDA unless the tag says otherwise) in this process, with the switch set before a
   nohoist    passes/hoist_branches.py off (a residual's shallow branch left where the exporter put it)
   nolevels   passes/schedule_levels.py off (dispatches in the exporter's order: a barrier between branches)
   dwfuse     passes/fuse_depthwise.py on (a depthwise convolution computed inside the 1x1 one reading it)
+  nowino     --winograd off (every 3x3 convolution direct: one dispatch, not three)
 and ``--same-configs`` gives CUDA the Vulkan tuning cache's configuration for every GEMM, so a
 dispatch runs the same tiles on both APIs (the thirteenth session's attribution of the ResNet-50
 gap to cp.async: docs/examples/h200-vulkan-gap.txt).
@@ -35,7 +36,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-TAGS = ("A", "nosplit4", "noak", "nost4", "noasync", "desc", "nohoist", "nolevels", "dwfuse")
+TAGS = ("A", "nosplit4", "noak", "nost4", "noasync", "desc", "nohoist", "nolevels", "dwfuse", "nowino")
 MODELS = ("mobilenetv2", "resnet50", "minilm-l6")  # the default; any zoo model name is taken
 TRACKED_CACHE = Path(__file__).resolve().parent.parent / "docs" / "examples" / "h100-tuning"
 
@@ -64,6 +65,7 @@ def compile_tag(out: Path, tag: str, models: list[str], batches: list[int]) -> N
     devs: tuple[str, ...] = ("cuda", "vulkan")
     abi = "bda"
     fuse_dw = False
+    wino = "auto"
     if tag == "nosplit4":
         kernels.GEMM_SPLIT4 = False
     elif tag == "noak":
@@ -85,6 +87,8 @@ def compile_tag(out: Path, tag: str, models: list[str], batches: list[int]) -> N
         schedule_levels.ENABLED = False
     elif tag == "dwfuse":
         fuse_dw = True
+    elif tag == "nowino":
+        wino = "off"
     elif tag != "A":
         sys.exit(f"unknown tag {tag!r}; use one of {', '.join(TAGS)}")
     tmp = Path(tempfile.mkdtemp(prefix="halbench-switch-"))
@@ -96,7 +100,7 @@ def compile_tag(out: Path, tag: str, models: list[str], batches: list[int]) -> N
             opts = CompileOptions(target_devices=devs, weights="random", precision="fp32",
                                   targets={d: "h100" for d in devs},
                                   backend_options={"vulkan-dispatch-abi": abi, "cuda-formats": "cubin"},
-                                  fuse_depthwise=fuse_dw)
+                                  fuse_depthwise=fuse_dw, winograd=wino)
             dest = out / f"{model}-b{b}-{tag}.hbx"
             compile_model(src, opts).write(dest)
             print(f"{dest.name}: {dest.stat().st_size / 1e6:.1f} MB", flush=True)
