@@ -69,6 +69,26 @@ def test_dynamic_dim_is_refused_naming_the_input(tmp_path: Path) -> None:
         compile_model(path)
 
 
+def test_negative_declared_dims_are_refused_naming_the_value(tmp_path: Path) -> None:
+    """torch-mlir's importer failed on them naming only an MLIR type (`!torch.vtensor<[-3,4],f32>`)."""
+    path = tmp_path / "m.onnx"
+    m = _conv_softmax(17, [-2, 3, 6, 6])
+    onnx.save(m, path)
+    with pytest.raises(UserError, match=r"input 'x' declares dimension 0 as -2, which is no size: .*"
+                                        r"--input-shape x="):
+        compile_model(path)
+    x = _rand(np.random.default_rng(3), (1, 3, 6, 6))
+    _check(tmp_path, m, x, input_shapes={"x": (1, 3, 6, 6)})  # the way out works
+    m = _conv_softmax(17, [1, 3, 6, 6])
+    dims = m.graph.output[0].type.tensor_type.shape.dim
+    del dims[:]
+    dims.add().dim_value = -3
+    onnx.save(m, path)
+    with pytest.raises(UserError, match=rf"output '{m.graph.output[0].name}' declares dimension 0 as -3, "
+                                        r"which is no size: the model is not valid ONNX; fix or remove"):
+        compile_model(path)
+
+
 @pytest.mark.parametrize("batch", [1, 3])
 def test_input_shape_override(batch: int, tmp_path: Path) -> None:
     x = _rand(np.random.default_rng(3), (batch, 3, 6, 6))

@@ -83,6 +83,7 @@ def prepare_model(model: Any, input_shapes: dict[str, tuple[int, ...]],
         del g.input[:]
         g.input.extend(real_inputs)
     model.ir_version = max(model.ir_version, 8)
+    _refuse_negative_dims(g, input_shapes)
     # Fix input shapes: overrides first, then refuse what stays dynamic.
     unknown = set(input_shapes) - {i.name for i in g.input}
     if unknown:
@@ -133,6 +134,22 @@ def prepare_model(model: Any, input_shapes: dict[str, tuple[int, ...]],
     arrays: dict[str, Any] = {}
     model = _name_resources(model, names, arrays)
     return model, names, arrays
+
+
+def _refuse_negative_dims(g: Any, input_shapes: dict[str, tuple[int, ...]]) -> None:
+    """A declared dimension below 0 is no size (torch-mlir's importer fails on it naming only an
+    MLIR type): one line naming the value, unless --input-shape replaces an input's shape."""
+    kinds = [("input", v) for v in g.input if v.name not in input_shapes]
+    kinds += [("output", v) for v in g.output] + [("value", v) for v in g.value_info]
+    for kind, v in kinds:
+        if not v.type.HasField("tensor_type"):
+            continue
+        for i, d in enumerate(v.type.tensor_type.shape.dim):
+            if d.HasField("dim_value") and d.dim_value < 0:
+                way = (f"give its shape with --input-shape {v.name}=..." if kind == "input"
+                       else "fix or remove the declared shape")
+                raise UserError(f"{kind} '{v.name}' declares dimension {i} as {d.dim_value}, which is no size: "
+                                f"the model is not valid ONNX; {way}")
 
 
 def _empty_inputs_to_constants(g: Any) -> None:
