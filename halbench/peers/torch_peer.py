@@ -161,6 +161,90 @@ def _freeze_reshapes(net: Any, inputs: Sequence[np.ndarray] = ()) -> int:
     return n
 
 
+#: onnx2torch modules that read arguments after the first on the host (``tolist()``, ``item()``,
+#: ``torch.Size(t)``, slice bounds; onnx2torch 1.5), by class name -> the first such position.
+_HOST_READERS = {
+    "OnnxConstantOfShape": 0, "OnnxRange": 0, "OnnxCumSum": 1, "OnnxExpand": 1, "OnnxPadDynamic": 1,
+    "OnnxReduceSumDynamicAxes": 1, "OnnxReshape": 1, "OnnxResize": 1, "OnnxResizeV10": 1, "OnnxSlice": 1,
+    "OnnxSplit": 1, "OnnxSplit13": 1, "OnnxTile": 1, "OnnxUnsqueezeDynamicAxes": 1,
+    "OnnxSqueezeDynamicAxes": 1, "OnnxTopK": 1}
+#: Dropout in inference is the identity; onnx2torch's reads its ratio with ``item()``.
+_DROPOUTS = {"OnnxDropoutDynamic", "Dropout", "OnnxDropout"}
+
+
+def _host_constant_module(value: Any) -> Any:
+    """A module returning ``value`` (a CPU tensor) that ``.to(device)`` leaves on the CPU: it is
+    held outside the module's buffers."""
+    from torch import nn
+
+    class _HostConstant(nn.Module):
+        def __init__(self, v: Any) -> None:
+            super().__init__()
+            self.__dict__["value"] = v  # not a buffer: a device move leaves it where it is
+
+        def forward(self) -> Any:
+            return self.__dict__["value"]
+
+    return _HostConstant(value.detach().cpu())
+
+
+def _capture_safe(net: Any, inputs: Sequence[np.ndarray] = ()) -> int:
+    """The converted model without host reads of device values, so that a CUDA graph can capture
+    it and torch.compile need not break the graph (the same computation; returns the rewrites):
+    reshapes by constant shapes (``_freeze_reshapes``); Dropout, the identity in inference; and a
+    model constant, or a Shape of a tensor whose shape the trace knows, that only onnx2torch
+    modules read on the host (a Slice's bounds, an Expand's, a Tile's or a Reshape's shape, a
+    Resize's scales: ``_HOST_READERS``) kept on the CPU when the model moves
+    to the GPU, where such a read would copy it back and synchronise (a capture refuses both).
+    A model these leave unsafe still fails its capture, as before."""
+    import torch
+
+    n = _freeze_reshapes(net, inputs)
+    gm = net
+    modules = dict(gm.named_modules())
+
+    def kind(node: Any) -> str:
+        return type(modules.get(node.target)).__name__ if node.op == "call_module" else ""
+
+    for node in list(gm.graph.nodes):
+        if kind(node) in _DROPOUTS and node.args and not gm.training:
+            node.replace_all_uses_with(node.args[0])
+            gm.graph.erase_node(node)
+            n += 1
+    for node in list(gm.graph.nodes):
+        if node.op == "get_attr":
+            value = gm
+            for part in node.target.split("."):
+                value = getattr(value, part)
+        elif kind(node) == "OnnxConstant":
+            value = modules[node.target]()
+        elif kind(node) == "OnnxShape" and node.args and hasattr(node.args[0], "meta") \
+                and node.args[0].meta.get("tensor_meta") is not None:  # a static shape, traced
+            shape_of = modules[node.target]
+            dims = list(node.args[0].meta["tensor_meta"].shape)[shape_of._start:shape_of._end]
+            value = torch.tensor(dims, dtype=torch.int64)
+        else:
+            continue
+        if not isinstance(value, torch.Tensor) or not node.users:
+            continue
+        host_only = all(
+            kind(u) in _HOST_READERS  # (keywords are never the data input)
+            and all(i >= _HOST_READERS[kind(u)] for i, a in enumerate(u.args) if a is node)
+            for u in node.users)
+        if not host_only:
+            continue
+        name = f"halbench_host_const_{n}"
+        gm.add_submodule(name, _host_constant_module(value))
+        with gm.graph.inserting_before(node):
+            new = gm.graph.call_module(name)
+        node.replace_all_uses_with(new)
+        gm.graph.erase_node(node)
+        n += 1
+    gm.graph.eliminate_dead_code()
+    gm.recompile()
+    return n
+
+
 def _autocast(net: Any, device_type: str, dtype: Any) -> Any:
     import torch
 
@@ -195,11 +279,11 @@ class _Prepared(PreparedPeer):
         self.dev = torch.device("cuda", _cuda_index(torch, device)) if cuda else torch.device("cpu")
         net, upgraded = convert_onnx(model)
         net = net.eval()
-        frozen = _freeze_reshapes(net, inputs)  # on the CPU, before the move: it traces shapes
+        frozen = _capture_safe(net, inputs)  # on the CPU, before the move: it traces shapes
         net = net.to(self.dev)
         self.xs = [torch.from_numpy(np.ascontiguousarray(x)).to(self.dev) for x in inputs]
         self.settings = {"mode": mode, "precision": precision, "tf32": tf32,
-                         "device": str(self.dev), "loader": "onnx2torch", "constant_reshapes": frozen,
+                         "device": str(self.dev), "loader": "onnx2torch", "capture_rewrites": frozen,
                          **({"opset_upgrade": upgraded} if upgraded else {})}
         fn = net
         if precision in ("f16", "bf16"):
