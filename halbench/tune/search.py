@@ -40,7 +40,13 @@ TOLERANCE = 1e-3
 TILES = ((128, 128, 8, 8), (128, 64, 8, 8), (64, 128, 8, 8), (128, 64, 8, 4), (64, 128, 4, 8),
          (64, 64, 8, 8), (64, 64, 4, 4), (128, 32, 8, 2), (32, 128, 2, 8), (64, 32, 4, 2),
          (32, 64, 2, 4), (32, 32, 2, 2), (64, 64, 4, 8), (64, 64, 8, 4), (32, 64, 4, 4),
-         (64, 32, 4, 4), (32, 32, 4, 4))
+         (64, 32, 4, 4), (32, 32, 4, 4),
+         # GEMV-like (M of a few rows: the fully connected layers of a batch-1 CNN): few rows, wide
+         (8, 128, 1, 4), (8, 256, 1, 8), (4, 256, 1, 4), (2, 256, 1, 2), (16, 128, 2, 4), (8, 64, 1, 2))
+
+
+#: Rows at most which a GEMM counts as skinny (candidates' waste along M is not held against them).
+SKINNY_M = 8
 
 
 @dataclass
@@ -122,7 +128,10 @@ def candidates(t: Tuning, base: GemmConfig, max_split: int, stage: int,
         tiles = list(TILES)
         if mn is not None:
             least = min(_waste(bm, bn, *mn) for bm, bn, _, _ in tiles)
-            tiles = [x for x in tiles if _waste(x[0], x[1], *mn) <= max(1.5, 1.25 * least)]
+            # (a GEMM of at most SKINNY_M rows streams its B operand: a tile of up to 8 rows
+            # wastes arithmetic, not memory traffic, so it stays a candidate)
+            limit = max(1.5, 1.25 * least, 8.0 if mn[0] <= SKINNY_M else 0.0)
+            tiles = [x for x in tiles if _waste(x[0], x[1], *mn) <= limit]
         for bm, bn, tm, tn in tiles:
             bk = 16 if bm * bn < 128 * 128 else 8
             out.append(replace(base, bm=bm, bn=bn, bk=bk, tm=tm, tn=tn))
