@@ -333,3 +333,48 @@ def test_scratch_layout_keeps_counter_words_counters(raw) -> None:
         for j in starts:
             if i < j and groups[i] == groups[j]:
                 assert starts[i] + sum(seq[i][1]) <= starts[j] or starts[j] + sum(seq[j][1]) <= starts[i]
+
+
+def test_skinny_gemms_stream_their_weights_on_gemv_tiles_with_deep_splits() -> None:
+    """A GEMM of a few rows over a large weight (a batch-1 CNN's fully connected layers) takes the
+    skinny tiles and enough K slices for a few waves; a convolution, a narrow or a shallow GEMM
+    and one of more rows keep the other rule, and the reservation never shrinks."""
+    assert tuning.skinny_tiles(1, 4096, 25088) == tuning.GemmTiles(2, 256, 16, 1, 2)  # VGG-19's first FC
+    assert tuning.skinny_tiles(8, 4096, 9216) == tuning.GemmTiles(8, 128, 16, 1, 4)  # AlexNet's at batch 8
+    for m, n, k, conv in [(9, 4096, 9216, False), (1, 384, 384, False), (1, 1000, 512, False),
+                          (4, 4096, 4608, True)]:
+        assert tuning.skinny_tiles(m, n, k, conv) is None
+    assert split_k(1, 4096, 25088) == (16, 1568) and split_k(1, 4096, 9216) == (16, 576)
+    assert split_k(8, 4096, 9216)[0] == 8
+    assert split_k(4, 4096, 4608, conv=True)[0] < 16  # counted in 32x32 tiles, as before
+    for m, n, k in [(1, 4096, 25088), (8, 4096, 9216), (1, 1000, 1280), (2, 1000, 2048)]:
+        assert split_k_room(m, n, k) >= split_k(m, n, k)[0]
+
+
+@pytest.mark.parametrize("shape", [(1, 2048, 640), (5, 1536, 600)])
+@pytest.mark.parametrize("target", ["h100", None])
+def test_skinny_rule_matches_onnxruntime_on_lavapipe(tmp_path: Path, shape, target) -> None:
+    """The skinny rule's GEMMs, as the h100 target compiles them (2x256 or 8x128 tiles, 16 or 8
+    slices) and on the generic target, whose 128 invocations do not fit them (32x32 tiles, the
+    same slices): equal to onnxruntime on lavapipe, the same on every run."""
+    uri = device_or_skip("vulkan://")
+    from halbench.compiler.compile import CompileOptions, compile_model
+
+    path = _linear(tmp_path, *shape)
+    bundle = tmp_path / "s.hbx"
+    compile_model(path, CompileOptions(target_devices=("vulkan",), tuning_cache="off",
+                                       targets={"vulkan": target} if target else {})).write(bundle)
+    gemm, groups = _gemm(bundle)
+    m, k, n = shape
+    want = tuning.skinny_tiles(m, n, k) if target else None
+    assert gemm["source"] == "rule" and gemm["config"]["split"] == split_k(m, n, k)[0] > 1
+    if want is not None:
+        assert (gemm["config"]["bm"], gemm["config"]["bn"]) == (want.bm, want.bn)
+    else:
+        assert gemm["config"]["bm"] >= 8 and gemm["config"]["bm"] * gemm["config"]["bn"] <= 128 * 128
+    feeds = {"x": RNG.standard_normal(shape[:2]).astype(np.float32)}
+    ref = onnx_reference(path, feeds)[0]
+    outs = _invoke(bundle, uri, feeds, times=3)
+    np.testing.assert_allclose(outs[0], ref, rtol=1e-4, atol=1e-4 * float(np.abs(ref).max()))
+    for o in outs[1:]:
+        np.testing.assert_array_equal(o, outs[0])

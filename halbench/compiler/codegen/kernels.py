@@ -1418,11 +1418,12 @@ def _vec_ok(lang: str, tm: int, tn: int) -> bool:
     return lang in ("glsl", "cuda") and tm % 4 == 0 and tn % 4 == 0
 
 
-def rule_config(t: Tuning, lang: str, m: int, n: int, k: int, batch: int, slices: int) -> GemmConfig:
+def rule_config(t: Tuning, lang: str, m: int, n: int, k: int, batch: int, slices: int,
+                conv: bool = False) -> GemmConfig:
     """The configuration the rules pick (tuning.gemm_tiles, split_k): runs of 4 wherever they
     can be read as 16-byte shared loads, and always on Vulkan (measured faster on the H100);
     strided elsewhere."""
-    tiles = gemm_tiles(t, m, n, k, batch * slices)
+    tiles = gemm_tiles(t, m, n, k, batch * slices, conv)
     runs = _vec_ok(lang, tiles.tm, tiles.tn) or t.api == "vulkan"
     return GemmConfig(tiles.bm, tiles.bn, tiles.bk, tiles.tm, tiles.tn, slices, runs)
 
@@ -1436,7 +1437,8 @@ def gemm_config(c: _Ctx, t: Tuning, m: int, n: int, k: int, batch: int,
     tuned = dict(t.gemm_configs).get(key)
     if tuned is not None and tuned.problem(t, sp.room if ok else 1) is None:  # type: ignore[union-attr]
         return tuned, "tuned", key
-    return rule_config(t, c.L.name, m, n, k, batch, sp.slices if ok else 1), "rule", key  # type: ignore[union-attr]
+    return (rule_config(t, c.L.name, m, n, k, batch, sp.slices if ok else 1,  # type: ignore[union-attr]
+                        c.d.root.kind == "conv2d"), "rule", key)
 
 
 def round_expr(lang: Lang, precision: str) -> str:
@@ -1611,8 +1613,9 @@ def gemm_split(d: Any, g: Graph) -> GemmSplit | None:
     if g.types[op.outputs[0]].dtype != "f32" or any(g.types[v].dtype not in staged for v in op.inputs[:2]):
         return None
     batch, m, n, k = _gemm_dims(op, g)
-    slices, depth = split_k(m, n, k, batch)
-    room = split_k_room(m, n, k, batch)
+    conv = op.kind == "conv2d"
+    slices, depth = split_k(m, n, k, batch, conv)
+    room = split_k_room(m, n, k, batch, conv)
     if room < 2:
         return None
     counters = -(-batch * -(-m // 8) * -(-n // 8) // 64) * 64  # 8x8: the finest tiling; 256-B aligned

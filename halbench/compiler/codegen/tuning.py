@@ -252,7 +252,29 @@ def fold_groups(n: int) -> tuple[int, int, int]:
     return (-(-n // y), y, 1)
 
 
-def gemm_tiles(t: Tuning, m: int, n: int, k: int, batch: int = 1) -> GemmTiles:
+#: A skinny GEMM: at most this many rows (per batch; the fully connected layers of a batch-1 or
+#: batch-8 CNN), at least SKINNY_MIN_N columns and SKINNY_MIN_K deep. It streams its B operand
+#: (AlexNet's first one, 9216 x 4096: 151 MB of weights for a 1 x 4096 result) and is bound by
+#: memory, not arithmetic.
+SKINNY_ROWS = 8
+SKINNY_MIN_N = 512
+SKINNY_MIN_K = 1024
+
+
+def skinny_tiles(m: int, n: int, k: int, conv: bool = False) -> GemmTiles | None:
+    """The rule's tile for a skinny GEMM (None: not skinny): one or two rows by 256 columns, one
+    row and two columns a thread, for up to 2 rows; 8 x 128 with 1 x 4 a thread for up to 8. Both
+    256 threads. Measured on the H200 by ``halbench tune`` (docs/examples/h200-tune-classic-fc.txt),
+    CUDA, against the old rule's 32x32 2x2 tiles: 1 x 25088 x 4096 (VGG-19's first) 0.430 -> 0.107
+    ms and 1 x 9216 x 4096 (AlexNet's) 0.162 -> 0.046 with 2x256 and 16 K slices (split_k); at 8
+    rows 2-2.5x with 8x64 / 8x128 tiles. Matmuls only (``conv``: an implicit-GEMM convolution
+    with few output channels keeps the other tiles: unmeasured)."""
+    if conv or m > SKINNY_ROWS or n < SKINNY_MIN_N or k < SKINNY_MIN_K:
+        return None
+    return GemmTiles(2, 256, 16, 1, 2) if m <= 2 else GemmTiles(8, 128, 16, 1, 4)
+
+
+def gemm_tiles(t: Tuning, m: int, n: int, k: int, batch: int = 1, conv: bool = False) -> GemmTiles:
     """Tiles for an f32 GEMM of M x N x K.
 
     Big problems on big GPUs take 128x128 (8x8 per thread, 256 threads); the default is 64x64
@@ -263,6 +285,9 @@ def gemm_tiles(t: Tuning, m: int, n: int, k: int, batch: int = 1) -> GemmTiles:
     H100 but MobileNetV2 b1 38% and MiniLM-L6 b1 28% slower (fewer threads for latency-bound
     GEMMs), so the rule keeps more threads and `halbench tune` picks per problem by measurement.
     """
+    skinny = skinny_tiles(m, n, k, conv)
+    if skinny is not None and skinny.threads <= t.max_invocations and skinny.shared_bytes() <= t.shared_bytes // 2:
+        return skinny
     cus = t.compute_units or 16
     # (128x64 and 64x64 tiles of 8x8 per thread measured 9-29% slower on the H100's ResNet-50
     # at batch 8 than these, on CUDA and Vulkan alike.)
@@ -334,7 +359,7 @@ SPLIT_K_DEPTH = 128
 SPLIT_K_BYTES = 64 << 20
 
 
-def split_k(m: int, n: int, k: int, batch: int = 1) -> tuple[int, int]:
+def split_k(m: int, n: int, k: int, batch: int = 1, conv: bool = False) -> tuple[int, int]:
     """(slices, depth): how a small-output, deep GEMM is split along K, (1, k) when it is not.
 
     A batch-1 GEMM such as BERT's 128x384 projections or ResNet's last 3x3 convolutions (512 x 49
@@ -345,6 +370,9 @@ def split_k(m: int, n: int, k: int, batch: int = 1) -> tuple[int, int]:
     the bundle's schedule reserves the scratch memory once for every variant of the dispatch.
     """
     tiles = max(batch, 1) * -(-m // 32) * -(-n // 32)
+    skinny = skinny_tiles(m, n, k, conv)
+    if skinny is not None:  # counted in the skinny tile the rule takes (on targets it fits)
+        tiles = max(batch, 1) * -(-m // skinny.bm) * -(-n // skinny.bn)
     if tiles >= SPLIT_K_TILES or k < 2 * SPLIT_K_DEPTH:
         return 1, k
     s = min(-(-SPLIT_K_TILES // tiles), k // SPLIT_K_DEPTH, SPLIT_K_MAX)
@@ -363,14 +391,14 @@ SPLIT_K_ROOM_BELOW = 4 * SPLIT_K_TILES
 SPLIT_K_ROOM_TILES = 16 * SPLIT_K_TILES
 
 
-def split_k_room(m: int, n: int, k: int, batch: int = 1) -> int:
+def split_k_room(m: int, n: int, k: int, batch: int = 1, conv: bool = False) -> int:
     """The most K slices the schedule reserves split-K scratch for (1: none): at least what
     ``split_k`` picks, and for a low-wave GEMM (its output fills less than a few waves of the
     machine) as many as a tuned configuration may choose. Measured on the H100 by hand at batch
     8: ResNet-50's 256 -> 256 3x3 convolutions at 14x14 (392 tiles, unsplit by the rule) 123 ->
     93-99 us with more slices, its 512 -> 512 ones at 7x7 (the rule's 2 slices) 129 -> 102 us.
     Like ``split_k`` a function of the shape alone (one reservation for every variant)."""
-    rule = split_k(m, n, k, batch)[0]
+    rule = split_k(m, n, k, batch, conv)[0]
     tiles = max(batch, 1) * -(-m // 32) * -(-n // 32)
     if tiles >= SPLIT_K_ROOM_BELOW or k < 2 * SPLIT_K_DEPTH:
         return rule
