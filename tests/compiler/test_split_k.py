@@ -364,7 +364,7 @@ def test_skinny_rule_matches_onnxruntime_on_lavapipe(tmp_path: Path, shape, targ
     bundle = tmp_path / "s.hbx"
     compile_model(path, CompileOptions(target_devices=("vulkan",), tuning_cache="off",
                                        targets={"vulkan": target} if target else {})).write(bundle)
-    gemm, groups = _gemm(bundle)
+    gemm, _ = _gemm(bundle)
     m, k, n = shape
     want = tuning.skinny_tiles(m, n, k) if target else None
     assert gemm["source"] == "rule" and gemm["config"]["split"] == split_k(m, n, k)[0] > 1
