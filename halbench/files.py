@@ -37,7 +37,7 @@ def _pid_alive(pid: int) -> bool:
 
 def _sweep_stale(path: Path) -> None:
     """Remove the temporary files an earlier writer of ``path`` left when it was killed mid-write
-    (SIGKILL, the OOM killer, a power cut): ``.NAME.PID.*.tmp`` whose process no longer exists and
+    (SIGKILL, the OOM killer, a power cut): ``.NAME.PID.*.tmp`` whose process no longer exists
     and that nothing has written to for a minute. A live writer's file is left alone; so is a
     file without a PID in its name."""
     import glob

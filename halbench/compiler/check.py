@@ -144,7 +144,7 @@ def _plan_nodes(path: str, input_shapes: dict[str, tuple[int, ...]], input_value
 
 
 def check_model(path: str | Path, input_shapes: dict[str, tuple[int, ...]] | None = None,
-                input_values: dict[str, Any] | None = None, timeout_s: Any = None) -> list[NodeVerdict]:
+                input_values: dict[str, Any] | None = None, timeout_s: float | None = None) -> list[NodeVerdict]:
     """One verdict per node of the model's main graph, in graph order. ``timeout_s``: seconds a
     node's compile may take (default: ``$HALBENCH_COMPILE_TIMEOUT``, else no limit)."""
     from halbench.compiler.frontend import require_mlir

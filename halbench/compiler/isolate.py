@@ -230,7 +230,10 @@ def run_isolated(fn: Callable[..., Any], *args: Any, what: str, start: str = "fo
         beat = -1
         while True:  # read before joining: a large message must not block the child's send
             if heartbeat is not None and deadline is not None:
-                size = heartbeat.stat().st_size if heartbeat.exists() else 0
+                try:
+                    size = heartbeat.stat().st_size
+                except OSError:  # not written yet
+                    size = 0
                 if size != beat:
                     beat, deadline = size, time.monotonic() + timeout_s
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
